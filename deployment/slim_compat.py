@@ -1,0 +1,83 @@
+"""Imports tf-slim 1.1.0 on TensorFlow 2.21.
+
+tf-slim 1.1.0 (the latest release) still reaches into TensorFlow internals
+that moved or disappeared between TF 2.13 and TF 2.21. Importing the package
+works, but the first call into `slim.batch_norm`, `slim.learning.train`,
+`tfexample_decoder` and friends fails with an AttributeError. This module puts
+each missing name back, pointing at the object that replaced it, and only
+where the name is missing, so it is a no-op on a TensorFlow that still has
+them.
+
+Every module of this project imports slim through here:
+
+    from deployment.slim_compat import slim, tf
+"""
+
+import importlib
+import sys
+
+import tensorflow.compat.v1 as tf
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import array_ops
+from tensorflow.python.ops import control_flow_ops
+from tensorflow.python.ops import variable_scope
+
+# (module that tf-slim reads the name from, name, "module:attribute" that
+# holds the object on TF 2.21).
+_ALIASES = (
+    (ops, 'Tensor', 'tensorflow.python.framework.tensor:Tensor'),
+    (ops, 'IndexedSlices',
+     'tensorflow.python.framework.indexed_slices:IndexedSlices'),
+    (array_ops, 'stack', 'tensorflow.python.ops.array_ops_stack:stack'),
+    (array_ops, 'unstack', 'tensorflow.python.ops.array_ops_stack:unstack'),
+    (control_flow_ops, 'cond', 'tensorflow.python.ops.cond:cond'),
+    (control_flow_ops, 'case', 'tensorflow.python.ops.control_flow_case:case'),
+    (control_flow_ops, 'Assert',
+     'tensorflow.python.ops.control_flow_assert:Assert'),
+    (control_flow_ops, 'while_loop',
+     'tensorflow.python.ops.while_loop:while_loop'),
+    (variable_scope, 'variable', 'tensorflow.python.ops.variable_v1:VariableV1'),
+)
+
+# TF's legacy `tensorflow/python/layers/normalization.py` lazily imports this
+# module, which tf-keras 2.21 only ships under `tf_keras.src`. Unfused
+# `slim.batch_norm` goes through it.
+_LEGACY_LAYERS = 'tf_keras.legacy_tf_layers'
+_LEGACY_LAYERS_SOURCE = 'tf_keras.src.legacy_tf_layers'
+
+
+def _resolve(target):
+  module_name, attribute = target.split(':')
+  return getattr(importlib.import_module(module_name), attribute)
+
+
+def install_aliases():
+  """Restores the TF-internal names tf-slim 1.1.0 uses, where missing.
+
+  Returns:
+    The list of names restored, as 'module.name' strings (empty when the
+    running TensorFlow already had all of them).
+  """
+  restored = []
+  for module, name, target in _ALIASES:
+    if not hasattr(module, name):
+      setattr(module, name, _resolve(target))
+      restored.append('%s.%s' % (module.__name__, name))
+  for suffix in ('', '.normalization'):
+    alias = _LEGACY_LAYERS + suffix
+    if alias in sys.modules:
+      continue
+    try:
+      importlib.import_module(alias)
+    except ImportError:
+      sys.modules[alias] = importlib.import_module(
+          _LEGACY_LAYERS_SOURCE + suffix)
+      restored.append(alias)
+  return restored
+
+
+RESTORED = install_aliases()
+
+import tf_slim as slim  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+__all__ = ['slim', 'tf', 'RESTORED']

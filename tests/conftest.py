@@ -1,0 +1,16 @@
+"""Shared test setup: quiet TensorFlow, a fresh graph per test."""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import pytest  # pylint: disable=g-import-not-at-top
+
+from deployment.slim_compat import tf  # pylint: disable=g-import-not-at-top
+
+
+@pytest.fixture
+def graph():
+  """A new default graph for the test; model code builds into it."""
+  with tf.Graph().as_default() as g:
+    yield g
