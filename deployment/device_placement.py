@@ -1,0 +1,113 @@
+"""Device functions that place variables on parameter-server tasks.
+
+TensorFlow calls a device function for every op created under
+`tf.device(fn)`; these return a ps task for the ops that create variables and
+leave every other op where the enclosing scopes put it.
+
+Upstream Slim recognised variables by an op type starting with `Variable`,
+which misses the `VarHandleOp` that every TF2 resource variable is built
+from: all variables then stayed on the worker. Here the set of variable op
+types is explicit.
+"""
+
+import numpy as np
+
+from deployment.slim_compat import tf
+
+# Ops that own variable (or table) state and so belong on a ps task.
+VARIABLE_OP_TYPES = frozenset([
+    'VarHandleOp',  # resource variables (TF2 default)
+    'VariableV2',  # reference variables (use_resource=False)
+    'Variable',
+    'AutoReloadVariable',
+    'MutableHashTable',
+    'MutableHashTableV2',
+    'MutableHashTableOfTensors',
+    'MutableHashTableOfTensorsV2',
+    'MutableDenseHashTable',
+    'MutableDenseHashTableV2',
+])
+
+PS_STRATEGIES = ('round_robin', 'by_size')
+
+
+def variable_bytes(op):
+  """Size in bytes of the variable an op creates; 0 if the shape is unknown."""
+  try:
+    shape = tf.TensorShape(op.get_attr('shape'))
+    dtype = tf.as_dtype(op.get_attr('dtype'))
+  except ValueError:
+    return 0
+  if not shape.is_fully_defined():
+    return 0
+  return int(np.prod(shape.as_list(), dtype=np.int64)) * dtype.size
+
+
+class PsDeviceChooser:
+  """Device function that spreads variables over ps tasks.
+
+  Args:
+    num_tasks: number of ps tasks, >= 1.
+    device: device of the ps job without the task, e.g. '/job:ps/device:CPU:0'
+      is given as job='/job:ps' and device='/device:CPU:0'.
+    strategy: 'round_robin' gives task k to the k-th variable created (mod
+      num_tasks); 'by_size' gives each new variable to the task holding the
+      fewest bytes so far (ties go to the lowest task).
+
+  The chooser keeps the bytes and variable names it placed per task in
+  `bytes_per_task` and `variables_per_task`, for start-up reports.
+  """
+
+  def __init__(self, num_tasks, job='/job:ps', device='/device:CPU:0',
+               strategy='round_robin'):
+    if num_tasks < 1:
+      raise ValueError('num_tasks must be >= 1, got %r' % (num_tasks,))
+    if strategy not in PS_STRATEGIES:
+      raise ValueError('ps strategy must be one of %s, got %r'
+                       % (', '.join(PS_STRATEGIES), strategy))
+    self._job = job
+    self._device = device
+    self._strategy = strategy
+    self._next_task = 0
+    self.bytes_per_task = [0] * num_tasks
+    self.variables_per_task = [[] for _ in range(num_tasks)]
+
+  def task_device(self, task):
+    return '%s/task:%d%s' % (self._job, task, self._device)
+
+  def _choose_task(self, op):
+    if self._strategy == 'by_size':
+      return int(np.argmin(self.bytes_per_task))
+    task = self._next_task
+    self._next_task = (task + 1) % len(self.bytes_per_task)
+    return task
+
+  def __call__(self, op):
+    if op.device or op.type not in VARIABLE_OP_TYPES:
+      return op.device
+    task = self._choose_task(op)
+    self.bytes_per_task[task] += variable_bytes(op)
+    self.variables_per_task[task].append(op.name)
+    return self.task_device(task)
+
+
+# Summary ops have no GPU kernels; strings cannot live in GPU memory.
+SUMMARY_OP_TYPES = frozenset([
+    'ScalarSummary', 'HistogramSummary', 'ImageSummary', 'AudioSummary',
+    'AudioSummaryV2', 'TensorSummary', 'TensorSummaryV2', 'MergeSummary',
+])
+
+
+def host_ops_to(cpu_device):
+  """A device function that sends summaries and string constants to a CPU.
+
+  Every other op keeps the device of the enclosing scopes.
+  """
+
+  def choose(op):
+    if op.type in SUMMARY_OP_TYPES or (
+        op.type == 'Const' and op.get_attr('dtype') == tf.string):
+      return cpu_device
+    return op.device
+
+  return choose
