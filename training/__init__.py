@@ -1,0 +1,1 @@
+"""Pieces of train_image_classifier.py: schedule, optimizers, fine-tuning, hooks."""

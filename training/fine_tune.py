@@ -1,0 +1,94 @@
+"""Fine-tuning: which variables to restore from a checkpoint, which to train."""
+
+import os
+
+from deployment.slim_compat import slim, tf
+from training.errors import UsageError
+
+
+def split_scopes(scopes):
+  """'a, b/c' -> ['a', 'b/c']; None or '' -> []."""
+  return [s.strip() for s in (scopes or '').split(',') if s.strip()]
+
+
+def _in_scopes(name, scopes):
+  return any(name == s or name.startswith(s.rstrip('/') + '/')
+             for s in scopes)
+
+
+def resolve_checkpoint(checkpoint_path):
+  """The checkpoint file prefix for a file prefix or a directory.
+
+  Raises:
+    UsageError: when nothing readable is there.
+  """
+  if tf.io.gfile.isdir(checkpoint_path):
+    latest = tf.train.latest_checkpoint(checkpoint_path)
+    if latest is None:
+      raise UsageError('--checkpoint_path=%s is a directory with no '
+                       'checkpoint in it; point it at a model.ckpt-N prefix '
+                       'or a train_dir that has one' % checkpoint_path)
+    return latest
+  if not tf.io.gfile.glob(checkpoint_path + '.index') and not (
+      tf.io.gfile.exists(checkpoint_path)):
+    raise UsageError('--checkpoint_path=%s does not exist; give an existing '
+                     'checkpoint prefix (e.g. .../model.ckpt-1000) or '
+                     'directory' % checkpoint_path)
+  return checkpoint_path
+
+
+def variables_to_restore(checkpoint_path, exclude_scopes, ignore_missing_vars):
+  """Model variables to load from the checkpoint.
+
+  Args:
+    checkpoint_path: a resolved checkpoint prefix.
+    exclude_scopes: list of scopes whose variables are not restored (e.g.
+      the logits when the number of classes changes).
+    ignore_missing_vars: skip variables the checkpoint lacks instead of
+      failing.
+
+  Returns:
+    A dict from checkpoint names to variables.
+
+  Raises:
+    UsageError: a variable is missing from the checkpoint (and not ignored)
+      or has another shape there; the message names it and the fix.
+  """
+  shapes = dict(tf.train.list_variables(checkpoint_path))
+  restore = {}
+  for var in slim.get_model_variables():
+    name = var.op.name
+    if _in_scopes(name, exclude_scopes):
+      continue
+    if name not in shapes:
+      if ignore_missing_vars:
+        tf.logging.warning('not in %s, left as initialized: %s',
+                           checkpoint_path, name)
+        continue
+      raise UsageError(
+          'variable %s is not in checkpoint %s; add its scope to '
+          '--checkpoint_exclude_scopes or pass --ignore_missing_vars'
+          % (name, checkpoint_path))
+    if list(shapes[name]) != var.shape.as_list():
+      raise UsageError(
+          'variable %s has shape %s in the model but %s in checkpoint %s; '
+          'exclude its scope with --checkpoint_exclude_scopes (e.g. the '
+          'logits when the number of classes differs)'
+          % (name, var.shape.as_list(), list(shapes[name]), checkpoint_path))
+    restore[name] = var
+  return restore
+
+
+def variables_to_train(trainable_scopes):
+  """Trainable variables under `trainable_scopes` (all when empty)."""
+  variables = tf.trainable_variables()
+  if not trainable_scopes:
+    return variables
+  chosen = [v for v in variables if _in_scopes(v.op.name, trainable_scopes)]
+  if not chosen:
+    raise UsageError('--trainable_scopes=%s matches no trainable variable; '
+                     'scopes look like %s' % (
+                         ','.join(trainable_scopes),
+                         os.path.dirname(variables[0].op.name)
+                         if variables else '(no variables)'))
+  return chosen

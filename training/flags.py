@@ -1,0 +1,125 @@
+"""Flags of train_image_classifier.py, under the upstream Slim names.
+
+Upstream defaults are kept. Flags that differ from upstream:
+  --batch_size       still per clone; the start-up log prints the global batch.
+  --num_epochs_per_decay, --warmup_epochs
+                     epochs of data computed from the global batch
+                     (upstream ignored num_clones).
+  --quantize_delay   kept, but any value >= 0 fails: tf.contrib.quantize is
+                     gone from TF 2.x.
+  --ps_strategy, --non_chief_wait_secs, --ps_hosts, --worker_hosts,
+  --job_name         new, for clusters (see deployment/cluster.py).
+"""
+
+from absl import flags
+
+# Deployment.
+flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
+flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
+                    'Directory where checkpoints and event logs are written.')
+flags.DEFINE_integer('num_clones', 1, 'Number of model clones to deploy.')
+flags.DEFINE_boolean('clone_on_cpu', False, 'Use CPUs to deploy clones.')
+flags.DEFINE_integer('worker_replicas', 1, 'Number of worker replicas.')
+flags.DEFINE_integer('num_ps_tasks', 0,
+                     'Number of parameter servers; 0 keeps variables local.')
+flags.DEFINE_integer('num_readers', 4,
+                     'Number of files read in parallel.')
+flags.DEFINE_integer('num_preprocessing_threads', 4,
+                     'Number of parallel decode/preprocess calls.')
+flags.DEFINE_integer('log_every_n_steps', 10,
+                     'How often (in steps) progress is logged.')
+flags.DEFINE_integer('save_summaries_secs', 600,
+                     'How often (in seconds) summaries are saved.')
+flags.DEFINE_integer('save_interval_secs', 600,
+                     'How often (in seconds) the model is checkpointed; a '
+                     'checkpoint is also written at the end.')
+flags.DEFINE_integer('task', 0, 'Task id of the replica running the training.')
+
+# Optimizer.
+flags.DEFINE_float('weight_decay', 0.00004,
+                   'The weight decay on the model weights.')
+flags.DEFINE_string('optimizer', 'rmsprop',
+                    'One of "adadelta", "adagrad", "adam", "ftrl", '
+                    '"momentum", "sgd" or "rmsprop".')
+flags.DEFINE_float('adadelta_rho', 0.95, 'The decay rate for adadelta.')
+flags.DEFINE_float('adagrad_initial_accumulator_value', 0.1,
+                   'Starting value for the AdaGrad accumulators.')
+flags.DEFINE_float('adam_beta1', 0.9, 'Decay rate of 1st moment estimates.')
+flags.DEFINE_float('adam_beta2', 0.999, 'Decay rate of 2nd moment estimates.')
+flags.DEFINE_float('opt_epsilon', 1.0, 'Epsilon term for the optimizer.')
+flags.DEFINE_float('ftrl_learning_rate_power', -0.5,
+                   'The learning rate power.')
+flags.DEFINE_float('ftrl_initial_accumulator_value', 0.1,
+                   'Starting value for the FTRL accumulators.')
+flags.DEFINE_float('ftrl_l1', 0.0, 'The FTRL l1 regularization strength.')
+flags.DEFINE_float('ftrl_l2', 0.0, 'The FTRL l2 regularization strength.')
+flags.DEFINE_float('momentum', 0.9, 'Momentum for Momentum optimizer.')
+flags.DEFINE_float('rmsprop_momentum', 0.9, 'Momentum.')
+flags.DEFINE_float('rmsprop_decay', 0.9, 'Decay term for RMSProp.')
+flags.DEFINE_integer('quantize_delay', -1,
+                     'Unsupported: needed tf.contrib.quantize. Leave at -1.')
+
+# Learning rate.
+flags.DEFINE_string('learning_rate_decay_type', 'exponential',
+                    'One of "fixed", "exponential" or "polynomial".')
+flags.DEFINE_float('learning_rate', 0.01, 'Initial learning rate.')
+flags.DEFINE_float('end_learning_rate', 0.0001,
+                   'The minimal end learning rate (polynomial decay).')
+flags.DEFINE_float('label_smoothing', 0.0, 'The amount of label smoothing.')
+flags.DEFINE_float('learning_rate_decay_factor', 0.94,
+                   'Learning rate decay factor.')
+flags.DEFINE_float('num_epochs_per_decay', 2.0,
+                   'Epochs of data (at the global batch) after which the '
+                   'learning rate decays.')
+flags.DEFINE_float('warmup_epochs', 0,
+                   'Epochs of linear warmup from 0 to --learning_rate.')
+flags.DEFINE_bool('sync_replicas', False,
+                  'Whether to use SyncReplicasOptimizer.')
+flags.DEFINE_integer('replicas_to_aggregate', 1,
+                     'Number of replica gradients aggregated per global step '
+                     '(sync replicas).')
+flags.DEFINE_float('moving_average_decay', None,
+                   'Decay of the exponential moving average of the model '
+                   'variables; None: no moving average.')
+
+# Dataset and model.
+flags.DEFINE_string('dataset_name', 'imagenet', 'The name of the dataset.')
+flags.DEFINE_string('dataset_split_name', 'train', 'The split to train on.')
+flags.DEFINE_string('dataset_dir', None, 'Directory of the dataset files.')
+flags.DEFINE_integer('labels_offset', 0,
+                     'Subtracted from the labels (1 for imagenet models '
+                     'trained without the background class).')
+flags.DEFINE_string('model_name', 'inception_v3', 'The network to train.')
+flags.DEFINE_string('preprocessing_name', None,
+                    'Preprocessing; None: the one of --model_name.')
+flags.DEFINE_integer('batch_size', 32, 'Examples per clone per step.')
+flags.DEFINE_integer('train_image_size', None,
+                     'Train image size; None: the network default.')
+flags.DEFINE_integer('max_number_of_steps', None,
+                     'The maximum number of training steps.')
+flags.DEFINE_bool('use_grayscale', False,
+                  'Convert images to grayscale before preprocessing.')
+
+# Fine-tuning.
+flags.DEFINE_string('checkpoint_path', None,
+                    'Checkpoint (prefix or directory) to fine-tune from; '
+                    'used only while train_dir has no checkpoint.')
+flags.DEFINE_string('checkpoint_exclude_scopes', None,
+                    'Comma-separated scopes not restored from '
+                    '--checkpoint_path.')
+flags.DEFINE_string('trainable_scopes', None,
+                    'Comma-separated scopes to train; None: all.')
+flags.DEFINE_boolean('ignore_missing_vars', False,
+                     'Skip variables missing from --checkpoint_path.')
+
+# Clusters (new).
+flags.DEFINE_string('ps_strategy', 'round_robin',
+                    'How variables spread over ps tasks: "round_robin" or '
+                    '"by_size".')
+flags.DEFINE_integer('non_chief_wait_secs', 30,
+                     'How often a non-chief worker checks whether the chief '
+                     'has initialised the model.')
+flags.DEFINE_integer('shuffle_seed', None,
+                     'Seed of the input shuffling (None: random).')
+
+FLAGS = flags.FLAGS

@@ -1,0 +1,126 @@
+"""Global batch, epochs and learning-rate schedule, derived from the flags.
+
+`batch_size` is per clone (the upstream meaning). Everything that counts
+epochs is computed from the global batch, the examples one global step
+consumes, so that `num_epochs_per_decay` means epochs of data whatever the
+number of clones or replicas:
+
+  global_batch_size = batch_size x num_clones [x replicas_to_aggregate]
+  steps_per_epoch   = num_samples / global_batch_size
+  decay_steps       = steps_per_epoch x num_epochs_per_decay
+
+The replicas factor applies with sync replicas only: there one global step
+aggregates `replicas_to_aggregate` worker steps, while with async replicas
+every worker step is a global step of its own.
+"""
+
+import dataclasses
+
+from deployment.slim_compat import tf
+from training.errors import UsageError
+
+DECAY_TYPES = ('exponential', 'fixed', 'polynomial')
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+  """How many examples a step takes and how steps map to epochs."""
+  batch_size: int
+  num_clones: int
+  replicas_per_step: int
+  num_samples: int
+  num_epochs_per_decay: float
+  warmup_epochs: float = 0.0
+
+  @property
+  def global_batch_size(self):
+    return self.batch_size * self.num_clones * self.replicas_per_step
+
+  @property
+  def steps_per_epoch(self):
+    return self.num_samples / self.global_batch_size
+
+  @property
+  def decay_steps(self):
+    return max(1, int(self.steps_per_epoch * self.num_epochs_per_decay))
+
+  @property
+  def warmup_steps(self):
+    return int(self.steps_per_epoch * self.warmup_epochs)
+
+  def describe(self):
+    """Lines for the start-up log, showing how each number follows."""
+    factors = '%d per clone x %d clones' % (self.batch_size, self.num_clones)
+    if self.replicas_per_step > 1:
+      factors += ' x %d replicas to aggregate' % self.replicas_per_step
+    lines = [
+        'global batch per step: %s = %d examples' % (
+            factors, self.global_batch_size),
+        'steps per epoch: %d examples / %d = %.2f' % (
+            self.num_samples, self.global_batch_size, self.steps_per_epoch),
+        'decay steps: %.2f steps per epoch x %g epochs = %d' % (
+            self.steps_per_epoch, self.num_epochs_per_decay,
+            self.decay_steps),
+    ]
+    if self.warmup_epochs:
+      lines.append('warmup steps: %.2f x %g epochs = %d' % (
+          self.steps_per_epoch, self.warmup_epochs, self.warmup_steps))
+    return lines
+
+
+def make_batch_plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
+                    sync_replicas=False, replicas_to_aggregate=1,
+                    warmup_epochs=0.0):
+  """Validates the batch flags and returns the BatchPlan.
+
+  Raises:
+    UsageError: for a batch size, clone count or epoch count out of range.
+  """
+  if batch_size < 1:
+    raise UsageError('--batch_size must be >= 1 (examples per clone), got %d'
+                     % batch_size)
+  if num_clones < 1:
+    raise UsageError('--num_clones must be >= 1, got %d' % num_clones)
+  if num_epochs_per_decay <= 0:
+    raise UsageError('--num_epochs_per_decay must be > 0, got %g'
+                     % num_epochs_per_decay)
+  if warmup_epochs < 0:
+    raise UsageError('--warmup_epochs must be >= 0, got %g' % warmup_epochs)
+  if sync_replicas and replicas_to_aggregate < 1:
+    raise UsageError('--replicas_to_aggregate must be >= 1, got %d'
+                     % replicas_to_aggregate)
+  return BatchPlan(
+      batch_size=batch_size, num_clones=num_clones,
+      replicas_per_step=replicas_to_aggregate if sync_replicas else 1,
+      num_samples=num_samples, num_epochs_per_decay=num_epochs_per_decay,
+      warmup_epochs=warmup_epochs)
+
+
+def check_decay_type(decay_type):
+  if decay_type not in DECAY_TYPES:
+    raise UsageError('--learning_rate_decay_type=%s is not known; use one of '
+                     '%s' % (decay_type, ', '.join(DECAY_TYPES)))
+
+
+def learning_rate(plan, global_step, decay_type, initial, end=0.0001,
+                  decay_factor=0.94):
+  """The learning-rate tensor for `global_step`.
+
+  exponential: initial x decay_factor ^ floor(step / decay_steps);
+  polynomial: linear from initial to end over decay_steps, then end;
+  fixed: initial. With warmup, the rate also rises linearly from 0 over
+  the warmup steps (the smaller of the two rates applies).
+  """
+  check_decay_type(decay_type)
+  step = tf.cast(global_step, tf.float32)
+  if decay_type == 'exponential':
+    rate = tf.train.exponential_decay(initial, global_step, plan.decay_steps,
+                                      decay_factor, staircase=True)
+  elif decay_type == 'polynomial':
+    rate = tf.train.polynomial_decay(initial, global_step, plan.decay_steps,
+                                     end, power=1.0, cycle=False)
+  else:
+    rate = tf.constant(initial, tf.float32)
+  if plan.warmup_steps > 0:
+    rate = tf.minimum(rate, initial * step / plan.warmup_steps)
+  return tf.identity(rate, name='learning_rate')
