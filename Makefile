@@ -8,6 +8,9 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: venv test test-fast run clean-venv
 
+DIGITS_DIR := data/digits
+RUN_DIR := train_dir/digits_lenet
+
 venv: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
@@ -23,6 +26,23 @@ test: $(STAMP)
 # Everything but the slow end-to-end runs.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+
+# The main job: LeNet on the embedded digits dataset, 2 CPU clones, then the
+# test-split accuracy. A fresh run each time (RUN_DIR is this target's own).
+run: $(STAMP)
+	$(PY) download_and_convert_data.py --dataset_name=digits \
+	    --dataset_dir=$(DIGITS_DIR)
+	rm -rf $(RUN_DIR)
+	$(PY) train_image_classifier.py --dataset_name=digits \
+	    --dataset_dir=$(DIGITS_DIR) --model_name=lenet --num_clones=2 \
+	    --clone_on_cpu --batch_size=32 --optimizer=adam --opt_epsilon=1e-8 \
+	    --learning_rate=0.001 --learning_rate_decay_type=fixed \
+	    --max_number_of_steps=800 --log_every_n_steps=100 \
+	    --train_dir=$(RUN_DIR)
+	$(PY) eval_image_classifier.py --dataset_name=digits \
+	    --dataset_dir=$(DIGITS_DIR) --dataset_split_name=test \
+	    --model_name=lenet --checkpoint_path=$(RUN_DIR) \
+	    --eval_dir=$(RUN_DIR)/eval
 
 clean-venv:
 	rm -rf $(VENV)

@@ -10,8 +10,8 @@ may be smaller). The figures are printed and written as summaries
 `eval/Accuracy` and `eval/Recall_5` to --eval_dir.
 """
 
-import math
 import logging
+import math
 import sys
 
 from absl import app
@@ -75,9 +75,11 @@ def evaluate():
     raise UsageError('--batch_size must be >= 1, got %d' % FLAGS.batch_size)
   checkpoint = fine_tune.resolve_checkpoint(FLAGS.checkpoint_path)
   with tf.Graph().as_default():
-    dataset = _lookup('--dataset_name=%s' % FLAGS.dataset_name,
-                      dataset_factory.get_dataset, FLAGS.dataset_name,
-                      FLAGS.dataset_split_name, FLAGS.dataset_dir)
+    dataset_flags = '--dataset_name=%s --dataset_split_name=%s' % (
+        FLAGS.dataset_name, FLAGS.dataset_split_name)
+    dataset = _lookup(dataset_flags, dataset_factory.get_dataset,
+                      FLAGS.dataset_name, FLAGS.dataset_split_name,
+                      FLAGS.dataset_dir)
     num_classes = dataset.num_classes - FLAGS.labels_offset
     network_fn = _lookup('--model_name', nets_factory.get_network_fn,
                          FLAGS.model_name, num_classes=num_classes,

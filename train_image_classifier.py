@@ -103,9 +103,11 @@ def build(config, num_workers=1):
   Raises:
     UsageError: for a bad flag or input file, before anything is written.
   """
-  dataset = _lookup('--dataset_name=%s' % FLAGS.dataset_name,
-                    dataset_factory.get_dataset, FLAGS.dataset_name,
-                    FLAGS.dataset_split_name, FLAGS.dataset_dir)
+  dataset_flags = '--dataset_name=%s --dataset_split_name=%s' % (
+      FLAGS.dataset_name, FLAGS.dataset_split_name)
+  dataset = _lookup(dataset_flags, dataset_factory.get_dataset,
+                    FLAGS.dataset_name, FLAGS.dataset_split_name,
+                    FLAGS.dataset_dir)
   num_classes = dataset.num_classes - FLAGS.labels_offset
   network_fn = _lookup('--model_name', nets_factory.get_network_fn,
                        FLAGS.model_name, num_classes=num_classes,

@@ -1,0 +1,42 @@
+"""Runs the project's scripts as subprocesses, bounded in time."""
+
+import os
+import signal
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def script_env():
+  env = dict(os.environ)
+  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
+  env['PYTHONPATH'] = REPO + os.pathsep + env.get('PYTHONPATH', '')
+  return env
+
+
+def run_script(script, *args, timeout=180):
+  """Runs `python script args...` from the repository; returns the result.
+
+  The output (stdout and stderr together) is in `.stdout`.
+  """
+  command = [sys.executable, os.path.join(REPO, script)] + list(args)
+  return subprocess.run(command, cwd=REPO, env=script_env(),
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True, timeout=timeout, check=False)
+
+
+def start_script(script, *args):
+  """Starts a script in its own process group; stop it with `kill_group`."""
+  command = [sys.executable, os.path.join(REPO, script)] + list(args)
+  return subprocess.Popen(command, cwd=REPO, env=script_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, start_new_session=True)
+
+
+def kill_group(process, sig=signal.SIGKILL):
+  try:
+    os.killpg(process.pid, sig)
+  except ProcessLookupError:
+    pass
+  process.wait(timeout=30)

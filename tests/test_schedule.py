@@ -1,0 +1,113 @@
+"""Global batch, epochs and learning-rate schedule arithmetic."""
+
+import numpy as np
+import pytest
+
+from deployment.slim_compat import tf
+from training import schedule
+from training.errors import UsageError
+
+
+@pytest.mark.parametrize(
+    'batch_size,num_clones,sync,replicas,global_batch', [
+        (32, 1, False, 1, 32),
+        (32, 4, False, 1, 128),
+        (32, 4, False, 8, 128),  # async: each worker step is a global step
+        (32, 4, True, 8, 1024),
+        (16, 2, True, 3, 96),
+    ])
+def test_global_batch(batch_size, num_clones, sync, replicas, global_batch):
+  plan = schedule.make_batch_plan(batch_size, num_clones, 10000, 2.0,
+                                  sync_replicas=sync,
+                                  replicas_to_aggregate=replicas)
+  assert plan.global_batch_size == global_batch
+
+
+def test_decay_steps_count_epochs_whatever_the_clones():
+  # 1,281,167 ImageNet images, 2 epochs per decay, 32 per clone.
+  one = schedule.make_batch_plan(32, 1, 1281167, 2.0)
+  four = schedule.make_batch_plan(32, 4, 1281167, 2.0)
+  assert one.steps_per_epoch == pytest.approx(40036.46875)
+  assert one.decay_steps == 80072
+  assert four.decay_steps == 20018  # upstream kept 80072: 8 epochs
+  # Either way a decay happens every 2 x 1,281,167 examples.
+  assert four.decay_steps * four.global_batch_size == pytest.approx(
+      2 * 1281167, rel=1e-4)
+
+
+def test_sync_replicas_divide_decay_steps():
+  plan = schedule.make_batch_plan(32, 2, 50000, 1.0, sync_replicas=True,
+                                  replicas_to_aggregate=4)
+  assert plan.global_batch_size == 256
+  assert plan.steps_per_epoch == pytest.approx(195.3125)
+  assert plan.decay_steps == 195
+
+
+def test_tiny_dataset_still_decays_after_at_least_one_step():
+  plan = schedule.make_batch_plan(64, 2, 10, 0.5)
+  assert plan.decay_steps == 1
+
+
+def test_describe_shows_how_numbers_follow_from_flags():
+  plan = schedule.make_batch_plan(32, 2, 1437, 2.0, sync_replicas=True,
+                                  replicas_to_aggregate=2, warmup_epochs=1)
+  assert plan.describe() == [
+      'global batch per step: 32 per clone x 2 clones x 2 replicas to '
+      'aggregate = 128 examples',
+      'steps per epoch: 1437 examples / 128 = 11.23',
+      'decay steps: 11.23 steps per epoch x 2 epochs = 22',
+      'warmup steps: 11.23 x 1 epochs = 11',
+  ]
+
+
+@pytest.mark.parametrize('kwargs,message', [
+    (dict(batch_size=0), '--batch_size must be >= 1'),
+    (dict(num_clones=0), '--num_clones must be >= 1, got 0'),
+    (dict(num_epochs_per_decay=0), '--num_epochs_per_decay must be > 0'),
+    (dict(warmup_epochs=-1), '--warmup_epochs must be >= 0'),
+])
+def test_bad_batch_flags_are_named(kwargs, message):
+  arguments = dict(batch_size=32, num_clones=1, num_samples=100,
+                   num_epochs_per_decay=1.0)
+  arguments.update(kwargs)
+  with pytest.raises(UsageError, match=message):
+    schedule.make_batch_plan(**arguments)
+
+
+def test_unknown_decay_type_lists_known_ones():
+  with pytest.raises(UsageError, match='--learning_rate_decay_type=cosine is '
+                     'not known; use one of exponential, fixed, polynomial'):
+    schedule.check_decay_type('cosine')
+
+
+def _rates(decay_type, steps, warmup_epochs=0.0, **kwargs):
+  # 100 examples, global batch 10: 10 steps per epoch, decay every 20 steps.
+  plan = schedule.make_batch_plan(5, 2, 100, 2.0, warmup_epochs=warmup_epochs)
+  with tf.Graph().as_default():
+    step = tf.placeholder(tf.int64, [])
+    rate = schedule.learning_rate(plan, step, decay_type, 0.1, **kwargs)
+    with tf.Session() as sess:
+      return [sess.run(rate, {step: s}) for s in steps]
+
+
+def test_exponential_decay_is_staircase_per_decay_steps():
+  np.testing.assert_allclose(
+      _rates('exponential', [0, 19, 20, 45], decay_factor=0.5),
+      [0.1, 0.1, 0.05, 0.025], rtol=1e-6)
+
+
+def test_polynomial_decay_reaches_end_rate():
+  np.testing.assert_allclose(
+      _rates('polynomial', [0, 10, 20, 30], end=0.02),
+      [0.1, 0.06, 0.02, 0.02], rtol=1e-6)
+
+
+def test_fixed_rate():
+  np.testing.assert_allclose(_rates('fixed', [0, 1000]), [0.1, 0.1])
+
+
+def test_warmup_rises_linearly_then_follows_the_schedule():
+  # 1 warmup epoch = 10 steps.
+  np.testing.assert_allclose(
+      _rates('fixed', [0, 5, 10, 15], warmup_epochs=1.0),
+      [0.0, 0.05, 0.1, 0.1], rtol=1e-6)

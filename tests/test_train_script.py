@@ -1,0 +1,233 @@
+"""train_image_classifier.py and eval_image_classifier.py, end to end."""
+
+import os
+import re
+import time
+
+import numpy as np
+import pytest
+
+from deployment.slim_compat import tf
+from tests.script_runner import kill_group
+from tests.script_runner import run_script
+from tests.script_runner import start_script
+
+TRAIN = 'train_image_classifier.py'
+EVAL = 'eval_image_classifier.py'
+
+
+@pytest.fixture(scope='module')
+def digits_dir(tmp_path_factory):
+  from datasets import convert_digits  # pylint: disable=g-import-not-at-top
+  directory = str(tmp_path_factory.mktemp('digits'))
+  convert_digits.run(directory)
+  return directory
+
+
+def _train_flags(dataset_dir, train_dir, steps, *extra):
+  return ['--dataset_name=digits', '--dataset_dir=%s' % dataset_dir,
+          '--model_name=lenet', '--num_clones=2', '--clone_on_cpu',
+          '--batch_size=16', '--optimizer=adam', '--opt_epsilon=1e-8',
+          '--learning_rate=0.002',
+          '--max_number_of_steps=%d' % steps, '--log_every_n_steps=5',
+          '--save_summaries_secs=1', '--train_dir=%s' % train_dir] + list(
+              extra)
+
+
+def _checkpoint_step(train_dir):
+  latest = tf.train.latest_checkpoint(train_dir)
+  return None if latest is None else int(latest.rsplit('-', 1)[1])
+
+
+def _assert_ok(result):
+  assert result.returncode == 0, result.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_trains_two_clones_then_evaluates(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  result = run_script(TRAIN, *_train_flags(digits_dir, train_dir, 30))
+  _assert_ok(result)
+  log = result.stdout
+  assert ('global batch per step: 16 per clone x 2 clones = 32 examples'
+          in log)
+  assert 'steps per epoch: 1437 examples / 32 = 44.91' in log
+  assert 'decay steps: 44.91 steps per epoch x 2 epochs = 89' in log
+  assert re.search(r'step \d+: loss = [\d.]+, learning rate = 0.002, '
+                   r'[\d.]+ examples/sec, \d+s left', log)
+  assert _checkpoint_step(train_dir) == 30
+  assert any(name.startswith('events.out.tfevents')
+             for name in os.listdir(train_dir))
+
+  result = run_script(EVAL, '--dataset_name=digits',
+                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+                      '--checkpoint_path=%s' % train_dir,
+                      '--eval_dir=%s' % (tmp_path / 'eval'))
+  _assert_ok(result)
+  match = re.search(r'digits test: accuracy ([\d.]+)% on 360 examples '
+                    r'\(checkpoint step 30\)', result.stdout)
+  assert match, result.stdout[-2000:]
+  # 30 steps already beat chance (10%) by far.
+  assert float(match.group(1)) > 40
+  assert re.search(r'eval/Recall_5\[[\d.]+\]', result.stdout)
+  assert os.listdir(str(tmp_path / 'eval'))
+
+
+@pytest.mark.slow
+def test_resumes_from_latest_checkpoint(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  _assert_ok(run_script(TRAIN, *_train_flags(digits_dir, train_dir, 10)))
+  assert _checkpoint_step(train_dir) == 10
+  result = run_script(TRAIN, *_train_flags(digits_dir, train_dir, 20))
+  _assert_ok(result)
+  assert 'Restoring parameters from %s/model.ckpt-10' % train_dir in (
+      result.stdout)
+  assert _checkpoint_step(train_dir) == 20
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_resume(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  process = start_script(TRAIN, *_train_flags(
+      digits_dir, train_dir, 100000, '--save_interval_secs=1'))
+  try:
+    deadline = time.time() + 120
+    while time.time() < deadline:
+      step = _checkpoint_step(train_dir) if os.path.isdir(train_dir) else None
+      if step:
+        break
+      time.sleep(0.5)
+    else:
+      pytest.fail('no checkpoint after step 0 within 120 s')
+    time.sleep(1.5)  # Let it be in the middle of steps and saves.
+  finally:
+    kill_group(process)
+  killed_at = _checkpoint_step(train_dir)
+  assert killed_at > 0
+  # Whatever SIGKILL interrupted, the latest checkpoint is whole.
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert reader.get_tensor('global_step') == killed_at
+
+  result = run_script(TRAIN, *_train_flags(digits_dir, train_dir,
+                                           killed_at + 5))
+  _assert_ok(result)
+  assert 'Restoring parameters from %s/model.ckpt-%d' % (
+      train_dir, killed_at) in result.stdout
+  assert _checkpoint_step(train_dir) == killed_at + 5
+
+
+def _make_gray_folder(root, num_classes, per_class):
+  rng = np.random.RandomState(0)
+  with tf.Graph().as_default(), tf.Session() as sess:
+    image = tf.placeholder(tf.uint8, [12, 12, 1])
+    encode = tf.io.encode_png(image)
+    for c in range(num_classes):
+      folder = os.path.join(root, 'class_%d' % c)
+      os.makedirs(folder)
+      for i in range(per_class):
+        pixels = (rng.rand(12, 12, 1) * 60 + 80 * c).astype(np.uint8)
+        with open(os.path.join(folder, '%d.png' % i), 'wb') as f:
+          f.write(sess.run(encode, {image: pixels}))
+
+
+@pytest.mark.slow
+def test_fine_tunes_with_other_classes_excluding_logits(digits_dir, tmp_path):
+  from datasets import convert_folder  # pylint: disable=g-import-not-at-top
+  source_dir = str(tmp_path / 'digits_train')
+  _assert_ok(run_script(TRAIN, *_train_flags(digits_dir, source_dir, 10)))
+  images = str(tmp_path / 'images')
+  _make_gray_folder(images, num_classes=3, per_class=8)
+  folder_dir = str(tmp_path / 'folder')
+  convert_folder.run(images, folder_dir, num_shards=2, num_validation=6)
+
+  tune_dir = str(tmp_path / 'tune')
+  folder_flags = ['--dataset_name=folder', '--dataset_dir=%s' % folder_dir,
+                  '--model_name=lenet', '--use_grayscale', '--batch_size=4',
+                  '--optimizer=sgd',
+                  '--max_number_of_steps=5', '--train_dir=%s' % tune_dir,
+                  '--checkpoint_path=%s' % source_dir]
+  # The logits have 10 classes in the checkpoint, 3 here.
+  result = run_script(TRAIN, *folder_flags)
+  assert result.returncode == 2
+  assert re.search(r'variable LeNet/fc4/weights has shape \[1024, 3\] in '
+                   r'the model but \[1024, 10\] in checkpoint', result.stdout)
+  assert not os.path.exists(tune_dir)
+
+  result = run_script(TRAIN, *folder_flags,
+                      '--checkpoint_exclude_scopes=LeNet/fc4')
+  _assert_ok(result)
+  assert 'fine-tuning from %s/model.ckpt-10 (6 variables)' % source_dir in (
+      result.stdout)
+  source = tf.train.load_checkpoint(tf.train.latest_checkpoint(source_dir))
+  start = tf.train.load_checkpoint(os.path.join(tune_dir, 'model.ckpt-0'))
+  for name in ('LeNet/conv1/weights', 'LeNet/conv2/biases',
+               'LeNet/fc3/weights'):
+    np.testing.assert_array_equal(start.get_tensor(name),
+                                  source.get_tensor(name))
+  assert start.get_tensor('LeNet/fc4/weights').shape == (1024, 3)
+  assert _checkpoint_step(tune_dir) == 5
+
+  # Resuming uses train_dir, not --checkpoint_path, from then on.
+  result = run_script(TRAIN, *(folder_flags[:-3] + [
+      '--max_number_of_steps=8', '--train_dir=%s' % tune_dir,
+      '--checkpoint_path=%s' % source_dir,
+      '--checkpoint_exclude_scopes=LeNet/fc4']))
+  _assert_ok(result)
+  assert 'fine-tuning from' not in result.stdout
+  assert _checkpoint_step(tune_dir) == 8
+
+
+@pytest.mark.slow
+def test_trainable_scopes_freeze_the_rest(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  _assert_ok(run_script(TRAIN, *_train_flags(
+      digits_dir, train_dir, 5, '--trainable_scopes=LeNet/fc4')))
+  first = tf.train.load_checkpoint(os.path.join(train_dir, 'model.ckpt-0'))
+  last = tf.train.load_checkpoint(os.path.join(train_dir, 'model.ckpt-5'))
+  np.testing.assert_array_equal(first.get_tensor('LeNet/conv1/weights'),
+                                last.get_tensor('LeNet/conv1/weights'))
+  assert np.abs(first.get_tensor('LeNet/fc4/weights') -
+                last.get_tensor('LeNet/fc4/weights')).max() > 0
+
+
+@pytest.mark.slow
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  _assert_ok(run_script(TRAIN, *_train_flags(digits_dir, train_dir, 10)))
+  good = tf.train.load_checkpoint(os.path.join(train_dir, 'model.ckpt-10'))
+  assert np.all(np.isfinite(good.get_tensor('LeNet/fc3/weights')))
+  result = run_script(TRAIN, *_train_flags(
+      digits_dir, train_dir, 500, '--learning_rate=1e12', '--optimizer=sgd',
+      '--save_interval_secs=1'))
+  assert result.returncode == 3, result.stdout[-3000:]
+  assert 'error: training stopped' in result.stdout
+  assert 'Traceback' not in result.stdout
+  latest = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  for name in ('LeNet/conv1/weights', 'LeNet/fc4/weights'):
+    assert np.all(np.isfinite(latest.get_tensor(name)))
+  # Only finite checkpoints were written; the newest may be a later step.
+  assert latest.get_tensor('global_step') >= 10
+
+
+@pytest.mark.slow
+def test_bad_flag_exits_2_with_message_and_no_traceback(tmp_path):
+  train_dir = str(tmp_path / 'train')
+  result = run_script(TRAIN, '--dataset_name=nope',
+                      '--dataset_dir=%s' % tmp_path,
+                      '--train_dir=%s' % train_dir)
+  assert result.returncode == 2
+  assert ("error: --dataset_name=nope --dataset_split_name=train: unknown "
+          "dataset name 'nope'") in (
+      result.stdout)
+  assert 'Traceback' not in result.stdout
+  assert not os.path.exists(train_dir)
+
+
+@pytest.mark.slow
+def test_eval_of_missing_checkpoint_is_a_clear_error(digits_dir, tmp_path):
+  result = run_script(EVAL, '--dataset_name=digits',
+                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+                      '--checkpoint_path=%s' % (tmp_path / 'none'))
+  assert result.returncode == 2
+  assert 'does not exist' in result.stdout
+  assert 'Traceback' not in result.stdout
