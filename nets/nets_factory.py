@@ -1,0 +1,111 @@
+"""Looks up an image-classification network by its Slim name.
+
+Every network takes images [batch, default_image_size, default_image_size,
+channels] and returns (logits [batch, num_classes], end_points), with
+end_points['Logits'] and end_points['Predictions']. With num_classes 0 or
+None it returns the pre-logits features [batch, depth] instead, and creates
+no classifier variables. Variable names are those of the published Slim
+checkpoints.
+
+Example:
+  network_fn = nets_factory.get_network_fn('inception_v3', num_classes=1001)
+  size = network_fn.default_image_size  # 299
+  logits, end_points = network_fn(images)
+"""
+
+import functools
+
+from deployment.slim_compat import slim
+from nets import cifarnet
+from nets import lenet
+from nets import mobilenet_v1
+from nets import mobilenet_v2
+from nets import slim_nets
+
+networks_map = {
+    'alexnet_v2': slim_nets.alexnet_v2,
+    'cifarnet': cifarnet.cifarnet,
+    'overfeat': slim_nets.overfeat,
+    'vgg_a': slim_nets.vgg_a,
+    'vgg_16': slim_nets.vgg_16,
+    'vgg_19': slim_nets.vgg_19,
+    'inception_v1': slim_nets.inception_v1,
+    'inception_v2': slim_nets.inception_v2,
+    'inception_v3': slim_nets.inception_v3,
+    'lenet': lenet.lenet,
+    'resnet_v1_50': slim_nets.resnet_v1_50,
+    'resnet_v1_101': slim_nets.resnet_v1_101,
+    'resnet_v1_152': slim_nets.resnet_v1_152,
+    'resnet_v1_200': slim_nets.resnet_v1_200,
+    'resnet_v2_50': slim_nets.resnet_v2_50,
+    'resnet_v2_101': slim_nets.resnet_v2_101,
+    'resnet_v2_152': slim_nets.resnet_v2_152,
+    'resnet_v2_200': slim_nets.resnet_v2_200,
+    'mobilenet_v1': mobilenet_v1.mobilenet_v1,
+    'mobilenet_v1_075': mobilenet_v1.mobilenet_v1_075,
+    'mobilenet_v1_050': mobilenet_v1.mobilenet_v1_050,
+    'mobilenet_v1_025': mobilenet_v1.mobilenet_v1_025,
+    'mobilenet_v2': mobilenet_v2.mobilenet_v2,
+    'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_140,
+    'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_035,
+}
+
+arg_scopes_map = {
+    'alexnet_v2': slim_nets.alexnet_v2_arg_scope,
+    'cifarnet': cifarnet.cifarnet_arg_scope,
+    'overfeat': slim_nets.overfeat_arg_scope,
+    'vgg_a': slim_nets.vgg_arg_scope,
+    'vgg_16': slim_nets.vgg_arg_scope,
+    'vgg_19': slim_nets.vgg_arg_scope,
+    'inception_v1': slim_nets.inception_v1_arg_scope,
+    'inception_v2': slim_nets.inception_v2_arg_scope,
+    'inception_v3': slim_nets.inception_v3_arg_scope,
+    'lenet': lenet.lenet_arg_scope,
+    'resnet_v1_50': slim_nets.resnet_arg_scope,
+    'resnet_v1_101': slim_nets.resnet_arg_scope,
+    'resnet_v1_152': slim_nets.resnet_arg_scope,
+    'resnet_v1_200': slim_nets.resnet_arg_scope,
+    'resnet_v2_50': slim_nets.resnet_arg_scope,
+    'resnet_v2_101': slim_nets.resnet_arg_scope,
+    'resnet_v2_152': slim_nets.resnet_arg_scope,
+    'resnet_v2_200': slim_nets.resnet_arg_scope,
+    'mobilenet_v1': mobilenet_v1.mobilenet_v1_arg_scope,
+    'mobilenet_v1_075': mobilenet_v1.mobilenet_v1_arg_scope,
+    'mobilenet_v1_050': mobilenet_v1.mobilenet_v1_arg_scope,
+    'mobilenet_v1_025': mobilenet_v1.mobilenet_v1_arg_scope,
+    'mobilenet_v2': mobilenet_v2.mobilenet_v2_arg_scope,
+    'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_arg_scope,
+    'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_arg_scope,
+}
+
+
+def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
+  """Returns a function that builds network `name` in its arg scope.
+
+  Args:
+    name: a key of `networks_map`, e.g. 'inception_v3'.
+    num_classes: number of classes; 0 or None builds no classifier and makes
+      the function return pre-logits features [batch, depth].
+    weight_decay: L2 coefficient passed to the network's arg scope.
+    is_training: whether batch norm and dropout run in training mode.
+
+  Returns:
+    network_fn(images, **kwargs) -> (logits, end_points), where kwargs are
+    further arguments of the network. It has the network's
+    `default_image_size`.
+
+  Raises:
+    ValueError: if `name` is not a known network.
+  """
+  if name not in networks_map:
+    raise ValueError('unknown network name %r; known networks: %s'
+                     % (name, ', '.join(sorted(networks_map))))
+  network = networks_map[name]
+
+  @functools.wraps(network)
+  def network_fn(images, **kwargs):
+    with slim.arg_scope(arg_scopes_map[name](weight_decay=weight_decay)):
+      return network(images, num_classes=num_classes,
+                     is_training=is_training, **kwargs)
+
+  return network_fn

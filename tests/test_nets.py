@@ -1,0 +1,423 @@
+"""nets_factory: every registered network, built the way the factory builds it.
+
+Each network is built once per module at its default image size with the
+number of classes of its published Slim checkpoint (1000 or 1001; 10 for the
+MNIST and CIFAR-10 networks), and once without classifier (num_classes=0)
+for an unknown batch size (but for the deeper ResNets, see FEATURE_NAMES).
+Only graphs are built here: the large networks are never run.
+tests/test_nets_project.py runs the networks this project writes.
+
+The expected trainable-parameter counts are derived independently of the
+code under test, each with its source next to it:
+  * hand counts from the layer tables of the papers (and of Slim where it
+    deviates from them), with the helpers `_conv` and `_classifier`;
+  * published counts of other implementations of the same architecture:
+    torchvision (`sum(p.numel() for p in model.parameters())`, 1000 classes)
+    and tf_keras.applications (trainable weights with weights=None, 1000
+    classes), converted to 1001 classes where the Slim checkpoint has 1001.
+A Slim convolution followed by batch norm has no bias; batch norm adds beta
+(Inception, whose arg scopes leave `scale` off) or beta and gamma (ResNet,
+MobileNet). Moving means and variances are not trainable.
+"""
+
+import collections
+
+import pytest
+
+from deployment.slim_compat import tf
+from nets import nets_factory
+
+UPSTREAM_SLIM_NAMES = (
+    'lenet', 'cifarnet', 'alexnet_v2', 'overfeat', 'vgg_a', 'vgg_16',
+    'vgg_19', 'inception_v1', 'inception_v2', 'inception_v3', 'resnet_v1_50',
+    'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200', 'resnet_v2_50',
+    'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200', 'mobilenet_v1',
+    'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025',
+    'mobilenet_v2', 'mobilenet_v2_140', 'mobilenet_v2_035')
+
+
+def _conv(kernel, depth_in, depth_out, per_channel=1):
+  """A kernel x kernel convolution's weights plus `per_channel` parameters
+  per output channel (1: a bias or a batch-norm beta; 2: beta and gamma)."""
+  return kernel * kernel * depth_in * depth_out + per_channel * depth_out
+
+
+def _classifier(depth, num_classes):
+  """The final fully connected (or 1x1 convolution) layer with biases."""
+  return _conv(1, depth, num_classes)
+
+
+def _reclassed(count, depth, num_classes, published_classes=1000):
+  """A count published for `published_classes`, for `num_classes`."""
+  return (count - _classifier(depth, published_classes) +
+          _classifier(depth, num_classes))
+
+
+# GoogLeNet (Szegedy et al. 2014, Table 1): per module #1x1, #3x3 reduce,
+# #3x3, #5x5 reduce, #5x5, pool proj. Slim's Inception v1 has a 3x3
+# convolution where the paper has the 5x5 one.
+_INCEPTION_V1_MODULES = (
+    (64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64),
+    (192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64),
+    (128, 128, 256, 24, 64, 64), (112, 144, 288, 32, 64, 64),
+    (256, 160, 320, 32, 128, 128), (256, 160, 320, 32, 128, 128),
+    (384, 192, 384, 48, 128, 128))
+
+
+def _inception_v1_params(num_classes):
+  total = _conv(7, 3, 64) + _conv(1, 64, 64) + _conv(3, 64, 192)
+  depth = 192
+  for ones, reduce3, threes, reduce5, fives, pool in _INCEPTION_V1_MODULES:
+    total += (_conv(1, depth, ones) + _conv(1, depth, reduce3) +
+              _conv(3, reduce3, threes) + _conv(1, depth, reduce5) +
+              _conv(3, reduce5, fives) + _conv(1, depth, pool))
+    depth = ones + threes + fives + pool
+  return total + _classifier(depth, num_classes)
+
+
+# BN-Inception (Ioffe & Szegedy 2015, Figure 5): per module #1x1, #3x3
+# reduce, #3x3, double #3x3 reduce, double #3x3, pool proj (None: the
+# stride-2 modules pass the max pool through). Slim's modules 4c and 4d
+# project the pool to 96 channels, which the paper's output depth of 576
+# requires (its table says 128).
+_INCEPTION_V2_MODULES = (
+    (64, 64, 64, 64, 96, 32), (64, 64, 96, 64, 96, 64),
+    (0, 128, 160, 64, 96, None), (224, 64, 96, 96, 128, 128),
+    (192, 96, 128, 96, 128, 128), (160, 128, 160, 128, 160, 96),
+    (96, 128, 192, 160, 192, 96), (0, 128, 192, 192, 256, None),
+    (352, 192, 320, 160, 224, 128), (352, 192, 320, 192, 224, 128))
+
+
+def _inception_v2_params(num_classes):
+  # Slim's first layer is a separable 7x7 convolution: depthwise with
+  # multiplier 8, then pointwise to 64 channels, with biases (its arg scope
+  # puts batch norm on conv2d only).
+  total = 7 * 7 * 3 * 8 + 3 * 8 * 64 + 64
+  total += _conv(1, 64, 64) + _conv(3, 64, 192)
+  depth = 192
+  for ones, reduce3, threes, reduce_double, double, pool in (
+      _INCEPTION_V2_MODULES):
+    total += (_conv(1, depth, reduce3) + _conv(3, reduce3, threes) +
+              _conv(1, depth, reduce_double) +
+              _conv(3, reduce_double, double) + _conv(3, double, double))
+    if ones:
+      total += _conv(1, depth, ones)
+    if pool is None:
+      depth = threes + double + depth
+    else:
+      total += _conv(1, depth, pool)
+      depth = ones + threes + double + pool
+  return total + _classifier(depth, num_classes)
+
+
+# tf_keras.applications.InceptionV3: 23,817,352 trainable at 1000 classes;
+# same layers as Slim's, which adds the auxiliary head on Mixed_6e.
+_INCEPTION_V3_AUX_HEAD = _conv(1, 768, 128) + _conv(5, 128, 768)
+_INCEPTION_V3_1001 = (_reclassed(23817352, 2048, 1001) +
+                      _INCEPTION_V3_AUX_HEAD + _classifier(768, 1001))
+
+# ResNet bottleneck units per block (He et al. 2015, Table 1; 200 from He et
+# al. 2016), with bottleneck depths 64, 128, 256, 512.
+_RESNET_UNITS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3),
+                 200: (3, 24, 36, 3)}
+
+
+def _resnet_params(version, layers, num_classes):
+  """v1: convolution + batch norm (beta, gamma) everywhere. v2
+  (pre-activation): batch norm before each unit and after the last; the
+  first convolution, each unit's last 1x1 and the projection shortcuts
+  have biases instead."""
+  unit_end = 2 if version == 1 else 1
+  total = _conv(7, 3, 64, per_channel=unit_end)
+  depth = 64
+  for units, bottleneck in zip(_RESNET_UNITS[layers], (64, 128, 256, 512)):
+    for _ in range(units):
+      if version == 2:
+        total += 2 * depth
+      total += (_conv(1, depth, bottleneck, 2) +
+                _conv(3, bottleneck, bottleneck, 2) +
+                _conv(1, bottleneck, 4 * bottleneck, unit_end))
+      if depth != 4 * bottleneck:
+        total += _conv(1, depth, 4 * bottleneck, unit_end)
+      depth = 4 * bottleneck
+  if version == 2:
+    total += 2 * depth
+  return total + _classifier(depth, num_classes)
+
+
+Spec = collections.namedtuple(
+    'Spec', ['num_classes', 'image_size', 'feature_depth', 'trainable_params',
+             'end_points', 'checkpoint_variables'])
+
+
+def _vgg_spec(name, published_count, last_conv):
+  return Spec(1000, 224, 4096, published_count,
+              ['%s/conv1/conv1_1' % name, '%s/%s' % (name, last_conv),
+               '%s/fc7' % name, '%s/fc8' % name],
+              {'%s/conv1/conv1_1/weights' % name: [3, 3, 3, 64],
+               '%s/fc6/weights' % name: [7, 7, 512, 4096],
+               '%s/fc8/biases' % name: [1000]})
+
+
+def _resnet_spec(version, layers, num_classes, trainable_params=None):
+  name = 'resnet_v%d_%d' % (version, layers)
+  if trainable_params is None:
+    trainable_params = _resnet_params(version, layers, num_classes)
+  return Spec(num_classes, 224, 2048, trainable_params,
+              [name + '/conv1', name + '/block1', name + '/block4',
+               'predictions'],
+              {name + '/conv1/weights': [7, 7, 3, 64],
+               name + '/logits/weights': [1, 1, 2048, num_classes]})
+
+
+def _mobilenet_v1_spec(keras_count, depth):
+  return Spec(1001, 224, depth, _reclassed(keras_count, depth, 1001),
+              ['Conv2d_0', 'Conv2d_1_depthwise', 'Conv2d_13_pointwise',
+               'AvgPool_1a'],
+              {'MobilenetV1/Conv2d_1_depthwise/depthwise_weights': [
+                  3, 3, max(int(32 * depth / 1024), 8), 1],
+               'MobilenetV1/Conv2d_13_pointwise/weights': [
+                   1, 1, depth, depth],
+               'MobilenetV1/Logits/Conv2d_1c_1x1/weights': [
+                   1, 1, depth, 1001]})
+
+
+def _mobilenet_v2_spec(keras_count, first_depth, last_input, expand_shape,
+                       last_depth):
+  return Spec(1001, 224, last_depth,
+              _reclassed(keras_count, last_depth, 1001),
+              ['layer_1', 'layer_2', 'layer_18', 'layer_19', 'global_pool'],
+              {'MobilenetV2/Conv/weights': [3, 3, 3, first_depth],
+               'MobilenetV2/expanded_conv/depthwise/depthwise_weights': [
+                   3, 3, first_depth, 1],
+               'MobilenetV2/expanded_conv_1/expand/weights': expand_shape,
+               'MobilenetV2/Conv_1/weights': [1, 1, last_input, last_depth],
+               'MobilenetV2/Logits/Conv2d_1c_1x1/weights': [
+                   1, 1, last_depth, 1001]})
+
+
+SPECS = {
+    # MNIST: 28x28x1, 10 classes. Two 5x5 convolutions (32, 64), 2x2 pools
+    # to 7x7, fc 1024, fc 10.
+    'lenet': Spec(
+        10, 28, 1024,
+        _conv(5, 1, 32) + _conv(5, 32, 64) + _classifier(7 * 7 * 64, 1024) +
+        _classifier(1024, 10),
+        ['conv1', 'pool1', 'conv2', 'pool2', 'Flatten', 'fc3'],
+        {'LeNet/conv1/weights': [5, 5, 1, 32],
+         'LeNet/fc4/weights': [1024, 10]}),
+    # CIFAR-10: 32x32x3, 10 classes. Two 5x5 convolutions (64, 64), 2x2
+    # pools to 8x8, fc 384, fc 192, fc 10.
+    'cifarnet': Spec(
+        10, 32, 192,
+        _conv(5, 3, 64) + _conv(5, 64, 64) + _classifier(8 * 8 * 64, 384) +
+        _classifier(384, 192) + _classifier(192, 10),
+        ['conv1', 'pool1', 'conv2', 'pool2', 'Flatten', 'fc3', 'fc4'],
+        {'CifarNet/conv1/weights': [5, 5, 3, 64],
+         'CifarNet/logits/weights': [192, 10]}),
+    # "One weird trick" (Krizhevsky 2014) without LRN; fc6 is a 5x5
+    # convolution on the 5x5x256 map of pool5.
+    'alexnet_v2': Spec(
+        1000, 224, 4096,
+        _conv(11, 3, 64) + _conv(5, 64, 192) + _conv(3, 192, 384) +
+        _conv(3, 384, 384) + _conv(3, 384, 256) + _conv(5, 256, 4096) +
+        _classifier(4096, 4096) + _classifier(4096, 1000),
+        ['alexnet_v2/conv1', 'alexnet_v2/conv5', 'alexnet_v2/fc7',
+         'alexnet_v2/fc8'],
+        {'alexnet_v2/conv1/weights': [11, 11, 3, 64],
+         'alexnet_v2/fc6/weights': [5, 5, 256, 4096]}),
+    # OverFeat fast model (Sermanet et al. 2014, Table 1) at 231x231; fc6 is
+    # a 6x6 convolution on the 6x6x1024 map of pool5.
+    'overfeat': Spec(
+        1000, 231, 4096,
+        _conv(11, 3, 64) + _conv(5, 64, 256) + _conv(3, 256, 512) +
+        _conv(3, 512, 1024) + _conv(3, 1024, 1024) + _conv(6, 1024, 3072) +
+        _classifier(3072, 4096) + _classifier(4096, 1000),
+        ['overfeat/conv1', 'overfeat/conv5', 'overfeat/fc7', 'overfeat/fc8'],
+        {'overfeat/fc6/weights': [6, 6, 1024, 3072]}),
+    # torchvision vgg11 / vgg16 / vgg19 (= tf_keras VGG16 / VGG19).
+    'vgg_a': _vgg_spec('vgg_a', 132863336, 'conv5/conv5_2'),
+    'vgg_16': _vgg_spec('vgg_16', 138357544, 'conv5/conv5_3'),
+    'vgg_19': _vgg_spec('vgg_19', 143667240, 'conv5/conv5_4'),
+    'inception_v1': Spec(
+        1001, 224, 1024, _inception_v1_params(1001),
+        ['Conv2d_1a_7x7', 'Mixed_3b', 'Mixed_5c'],
+        {'InceptionV1/Conv2d_1a_7x7/weights': [7, 7, 3, 64],
+         'InceptionV1/Mixed_5c/Branch_2/Conv2d_0b_3x3/weights': [
+             3, 3, 48, 128],
+         'InceptionV1/Logits/Conv2d_0c_1x1/weights': [1, 1, 1024, 1001]}),
+    'inception_v2': Spec(
+        1001, 224, 1024, _inception_v2_params(1001),
+        ['Conv2d_1a_7x7', 'Mixed_4a', 'Mixed_5c'],
+        {'InceptionV2/Conv2d_1a_7x7/depthwise_weights': [7, 7, 3, 8],
+         'InceptionV2/Logits/Conv2d_1c_1x1/weights': [1, 1, 1024, 1001]}),
+    'inception_v3': Spec(
+        1001, 299, 2048, _INCEPTION_V3_1001,
+        ['Conv2d_1a_3x3', 'Mixed_6e', 'Mixed_7c', 'AuxLogits', 'PreLogits'],
+        {'InceptionV3/Conv2d_1a_3x3/weights': [3, 3, 3, 32],
+         'InceptionV3/AuxLogits/Conv2d_2b_1x1/weights': [1, 1, 768, 1001],
+         'InceptionV3/Logits/Conv2d_1c_1x1/weights': [1, 1, 2048, 1001]}),
+    # The v1 checkpoints have 1000 classes: torchvision resnet50/101/152
+    # (its ResNet v1.5 moves a stride, not a parameter). The v2 ones 1001.
+    'resnet_v1_50': _resnet_spec(1, 50, 1000, 25557032),
+    'resnet_v1_101': _resnet_spec(1, 101, 1000, 44549160),
+    'resnet_v1_152': _resnet_spec(1, 152, 1000, 60192808),
+    'resnet_v1_200': _resnet_spec(1, 200, 1000),
+    'resnet_v2_50': _resnet_spec(2, 50, 1001),
+    'resnet_v2_101': _resnet_spec(2, 101, 1001),
+    'resnet_v2_152': _resnet_spec(2, 152, 1001),
+    'resnet_v2_200': _resnet_spec(2, 200, 1001),
+    # tf_keras.applications.MobileNet(alpha=1.0, 0.75, 0.5, 0.25).
+    'mobilenet_v1': _mobilenet_v1_spec(4231976, 1024),
+    'mobilenet_v1_075': _mobilenet_v1_spec(2585560, 768),
+    'mobilenet_v1_050': _mobilenet_v1_spec(1331592, 512),
+    'mobilenet_v1_025': _mobilenet_v1_spec(470072, 256),
+    # tf_keras.applications.MobileNetV2(alpha=1.0, 1.4, 0.35). Channel
+    # counts by upstream's rounding to multiples of 8, the rule the published
+    # mobilenet_v2_{1.0,1.4,0.35}_224 checkpoints were built with.
+    'mobilenet_v2': _mobilenet_v2_spec(3504872, 32, 320, [1, 1, 16, 96], 1280),
+    'mobilenet_v2_140': _mobilenet_v2_spec(6108776, 48, 448, [1, 1, 24, 144],
+                                           1792),
+    'mobilenet_v2_035': _mobilenet_v2_spec(1677128, 16, 112, [1, 1, 8, 48],
+                                           1280),
+}
+
+
+@pytest.fixture(scope='module', autouse=True)
+def identity_equality_for_tensors():
+  """Builds the deep networks several times faster.
+
+  With TF 2's tensor equality on, tf-keras' legacy layers check each new
+  weight against every trainable variable of the graph through an
+  expensive `Variable.__eq__`, so building a network is quadratic in its
+  variables (resnet_v2_200: ~20 s). Inside a graph, equality and hashing of
+  tensors are by identity either way; only the cost changes. TF 2's default
+  is restored afterwards.
+  """
+  tf.disable_tensor_equality()
+  yield
+  tf.enable_tensor_equality()
+
+
+def _channels(name):
+  return 1 if name == 'lenet' else 3
+
+
+def _trainable_params():
+  return sum(v.shape.num_elements() for v in tf.trainable_variables())
+
+
+def test_every_upstream_slim_name_is_registered_with_an_arg_scope():
+  assert sorted(nets_factory.networks_map) == sorted(UPSTREAM_SLIM_NAMES)
+  assert sorted(nets_factory.arg_scopes_map) == sorted(UPSTREAM_SLIM_NAMES)
+  assert sorted(SPECS) == sorted(UPSTREAM_SLIM_NAMES)
+
+
+def test_unknown_name_raises_value_error_naming_it_and_the_known_ones():
+  with pytest.raises(ValueError) as error:
+    nets_factory.get_network_fn('resnet_v3_50', num_classes=10)
+  message = str(error.value)
+  assert "'resnet_v3_50'" in message
+  assert ', '.join(sorted(UPSTREAM_SLIM_NAMES)) in message
+
+
+@pytest.mark.parametrize('name', UPSTREAM_SLIM_NAMES)
+def test_network_fn_has_default_image_size_and_network_name(name):
+  network_fn = nets_factory.get_network_fn(name, num_classes=10)
+  assert network_fn.default_image_size == SPECS[name].image_size
+  assert network_fn.__name__ == nets_factory.networks_map[name].__name__
+
+
+@pytest.fixture(scope='module', params=UPSTREAM_SLIM_NAMES)
+def classifier(request):
+  """(name, logits, end_points, graph) at the published number of classes."""
+  name = request.param
+  spec = SPECS[name]
+  with tf.Graph().as_default() as graph:
+    network_fn = nets_factory.get_network_fn(name, spec.num_classes)
+    size = network_fn.default_image_size
+    images = tf.placeholder(tf.float32, [2, size, size, _channels(name)])
+    logits, end_points = network_fn(images)
+  yield name, logits, end_points, graph
+
+
+def test_logits_are_batch_by_num_classes(classifier):
+  name, logits, end_points, _ = classifier
+  assert logits.shape.as_list() == [2, SPECS[name].num_classes]
+  assert end_points['Logits'] is logits
+  assert end_points['Predictions'].shape.as_list() == logits.shape.as_list()
+
+
+def test_end_points_include_documented_keys(classifier):
+  name, _, end_points, _ = classifier
+  missing = set(SPECS[name].end_points) - set(end_points)
+  assert not missing
+
+
+def test_trainable_parameter_count_matches_the_architecture(classifier):
+  name, _, _, graph = classifier
+  with graph.as_default():
+    assert _trainable_params() == SPECS[name].trainable_params
+
+
+def test_variables_have_the_published_checkpoint_names_and_shapes(classifier):
+  name, _, _, graph = classifier
+  with graph.as_default():
+    shapes = {v.op.name: v.shape.as_list() for v in tf.global_variables()}
+  for variable, shape in SPECS[name].checkpoint_variables.items():
+    assert shapes.get(variable) == shape, variable
+
+
+# The deeper ResNets build their features exactly as resnet_v*_50 do (the
+# same wrapper passes num_classes=None to tf-slim's builder, which only has
+# more units per block); building them once more would add a third to the
+# time of this module.
+FEATURE_NAMES = tuple(name for name in UPSTREAM_SLIM_NAMES
+                      if not name.startswith('resnet') or name.endswith('_50'))
+
+
+@pytest.fixture(scope='module', params=FEATURE_NAMES)
+def features(request):
+  """(name, features, trainable parameter count), num_classes=0, batch None."""
+  name = request.param
+  with tf.Graph().as_default():
+    network_fn = nets_factory.get_network_fn(name, num_classes=0)
+    size = network_fn.default_image_size
+    images = tf.placeholder(tf.float32, [None, size, size, _channels(name)])
+    net, _ = network_fn(images)
+    trainable_params = _trainable_params()
+  yield name, net, trainable_params
+
+
+def test_num_classes_0_gives_pre_logits_features_for_unknown_batch(features):
+  name, net, _ = features
+  assert net.shape.as_list() == [None, SPECS[name].feature_depth]
+
+
+def test_num_classes_0_builds_no_classifier_variables(features):
+  name, _, trainable_params = features
+  spec = SPECS[name]
+  head = _classifier(spec.feature_depth, spec.num_classes)
+  if name == 'inception_v3':
+    head += _INCEPTION_V3_AUX_HEAD + _classifier(768, spec.num_classes)
+  assert trainable_params == spec.trainable_params - head
+
+
+# One network per way of building the features: each file of nets/ and each
+# wrapper family of nets/slim_nets.py.
+@pytest.mark.parametrize('name', ['lenet', 'cifarnet', 'mobilenet_v1',
+                                  'mobilenet_v2', 'alexnet_v2', 'inception_v1',
+                                  'resnet_v1_50'])
+def test_num_classes_none_gives_features_like_0(graph, name):
+  network_fn = nets_factory.get_network_fn(name, num_classes=None)
+  size = network_fn.default_image_size
+  net, end_points = network_fn(tf.zeros([2, size, size, _channels(name)]))
+  assert net.shape.as_list() == [2, SPECS[name].feature_depth]
+  assert 'Logits' not in end_points
+
+
+def test_resnet_count_formula_reproduces_torchvision_counts():
+  # Justifies _resnet_params for the depths torchvision does not publish.
+  assert _resnet_params(1, 50, 1000) == 25557032
+  assert _resnet_params(1, 101, 1000) == 44549160
+  assert _resnet_params(1, 152, 1000) == 60192808
