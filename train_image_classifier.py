@@ -27,6 +27,7 @@ from absl import app
 from datasets import dataset_factory
 from datasets import input_pipeline
 from datasets import tfrecord_check
+from deployment import cluster
 from deployment import model_deploy
 from deployment.slim_compat import slim, tf
 from nets import nets_factory
@@ -34,6 +35,7 @@ from preprocessing import preprocessing_factory
 from training import fine_tune
 from training import hooks
 from training import optimizers
+from training import replica_session
 from training import schedule
 from training.errors import UsageError
 from training.flags import FLAGS
@@ -221,8 +223,13 @@ def session_config(device_filters=None):
 
 
 def train(config, master='', is_chief=True, num_workers=1,
-          device_filters=None):
-  """Builds the graph and runs the training loop to max_number_of_steps."""
+          device_filters=None, non_chief_wait_secs=None, extra_hooks=()):
+  """Builds the graph and runs the training loop to max_number_of_steps.
+
+  A non-chief worker checks every `non_chief_wait_secs` (None: TensorFlow's
+  30 s) whether the chief has initialised the model; `extra_hooks` run on
+  every worker.
+  """
   with tf.Graph().as_default():
     graph = build(config, num_workers)
     for line in graph.plan.describe():
@@ -244,7 +251,9 @@ def train(config, master='', is_chief=True, num_workers=1,
       run_hooks.append(tf.train.StopAtStepHook(
           last_step=FLAGS.max_number_of_steps))
     if graph.sync_optimizer is not None:
-      run_hooks.append(graph.sync_optimizer.make_session_run_hook(is_chief))
+      run_hooks.extend(replica_session.sync_replicas_hooks(
+          graph.sync_optimizer, is_chief, num_workers))
+    run_hooks.extend(extra_hooks)
     chief_hooks = [
         tf.train.CheckpointSaverHook(
             FLAGS.train_dir, save_secs=FLAGS.save_interval_secs or None,
@@ -256,7 +265,8 @@ def train(config, master='', is_chief=True, num_workers=1,
             output_dir=FLAGS.train_dir, scaffold=scaffold),
     ]
     with tfrecord_check.naming_corrupt_files(graph.data_sources), \
-        tf.train.MonitoredTrainingSession(
+        replica_session.monitored_training_session(
+        non_chief_wait_secs=non_chief_wait_secs,
         master=master, is_chief=is_chief, checkpoint_dir=FLAGS.train_dir,
         scaffold=scaffold, hooks=run_hooks, chief_only_hooks=chief_hooks,
         save_checkpoint_secs=None, save_checkpoint_steps=None,
@@ -267,9 +277,70 @@ def train(config, master='', is_chief=True, num_workers=1,
         session.run(graph.train_op)
 
 
-def run():
+def cluster_task():
+  """This process's task from --ps_hosts/... or TF_CONFIG; None: no cluster.
+
+  The cluster decides --worker_replicas and --num_ps_tasks; giving them
+  with other values is an error rather than silently overridden.
+  """
+  try:
+    task = cluster.from_flags_and_env(
+        FLAGS.ps_hosts, FLAGS.worker_hosts, FLAGS.job_name,
+        FLAGS.task if FLAGS['task'].present else None)
+  except ValueError as e:
+    raise UsageError(str(e)) from None
+  if task is None:
+    return None
+  if FLAGS.master:
+    raise UsageError('--master=%s: a task of a cluster (from %s) trains '
+                     'against its own server; drop --master'
+                     % (FLAGS.master, task.source))
+  for flag, value in (('worker_replicas', task.num_workers),
+                      ('num_ps_tasks', task.num_ps_tasks)):
+    if FLAGS[flag].present and FLAGS[flag].value != value:
+      raise UsageError('--%s=%d but the cluster from %s has %d; drop --%s'
+                       % (flag, FLAGS[flag].value, task.source, value, flag))
+  if FLAGS.sync_replicas and FLAGS.replicas_to_aggregate > task.num_workers:
+    raise UsageError(
+        '--replicas_to_aggregate=%d is more than the %d workers of the '
+        'cluster from %s: a global step would never complete; use at most %d'
+        % (FLAGS.replicas_to_aggregate, task.num_workers, task.source,
+           task.num_workers))
+  return task
+
+
+def run_cluster_task(task):
+  """Serves as a ps task, or trains as a worker against its own server."""
+  FLAGS.worker_replicas = task.num_workers
+  FLAGS.num_ps_tasks = task.num_ps_tasks
   check_flags()
-  train(make_config())
+  config = None if task.is_ps else make_config(task.task_index)
+  try:
+    server = cluster.start_server(task)
+  except RuntimeError as e:
+    raise UsageError(str(e)) from None
+  tf.logging.info('started %s (cluster from %s)', task, task.source)
+  if task.is_ps:
+    cluster.serve_until_stopped(server)
+    tf.logging.info('ps task %d stopped', task.task_index)
+    return
+  report = replica_session.PlacementReportHook(task.num_ps_tasks,
+                                               FLAGS.ps_strategy)
+  train(config, master=server.target, is_chief=task.is_chief,
+        num_workers=task.num_workers, device_filters=task.device_filters,
+        non_chief_wait_secs=FLAGS.non_chief_wait_secs, extra_hooks=[report])
+
+
+def run():
+  task = cluster_task()
+  if task is not None:
+    run_cluster_task(task)
+    return
+  check_flags()
+  # Without a cluster definition, --master may still name a server the user
+  # started; --task then says which replica this is (upstream behaviour).
+  train(make_config(), master=FLAGS.master, is_chief=FLAGS.task == 0,
+        num_workers=FLAGS.worker_replicas)
 
 
 def main(unused_argv):

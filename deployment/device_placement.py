@@ -106,7 +106,7 @@ def host_ops_to(cpu_device):
 
   def choose(op):
     if op.type in SUMMARY_OP_TYPES or (
-        op.type == 'Const' and op.get_attr('dtype') == tf.string):
+        op.type == 'Const' and op.outputs[0].dtype == tf.string):
       return cpu_device
     return op.device
 

@@ -11,6 +11,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def script_env():
   env = dict(os.environ)
   env['TF_CPP_MIN_LOG_LEVEL'] = '2'
+  # A TF_CONFIG left in the caller's shell would make every run a cluster task.
+  env.pop('TF_CONFIG', None)
   env['PYTHONPATH'] = REPO + os.pathsep + env.get('PYTHONPATH', '')
   return env
 

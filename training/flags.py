@@ -121,5 +121,15 @@ flags.DEFINE_integer('non_chief_wait_secs', 30,
                      'has initialised the model.')
 flags.DEFINE_integer('shuffle_seed', None,
                      'Seed of the input shuffling (None: random).')
+flags.DEFINE_string('ps_hosts', '',
+                    'Comma-separated host:port of the ps tasks; with '
+                    '--worker_hosts and --job_name, or use TF_CONFIG instead '
+                    '(see deployment/cluster.py).')
+flags.DEFINE_string('worker_hosts', '',
+                    'Comma-separated host:port of the workers, the chief '
+                    '(task 0) first.')
+flags.DEFINE_string('job_name', '',
+                    'This process\'s job in the cluster: "ps" or "worker"; '
+                    'its index is --task.')
 
 FLAGS = flags.FLAGS

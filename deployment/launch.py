@@ -1,0 +1,290 @@
+"""Runs a ps/worker cluster of one script on this machine, on 127.0.0.1.
+
+  python -m deployment.launch --num_ps 2 --num_workers 2 -- \\
+      train_image_classifier.py --dataset_name=digits \\
+      --dataset_dir=data/digits --model_name=lenet --clone_on_cpu \\
+      --batch_size=16 --optimizer=sgd --learning_rate=0.05 \\
+      --max_number_of_steps=200 --train_dir=train_dir/cluster
+
+Every task is `sys.executable SCRIPT ARGS...` with the same arguments; each
+learns its job and index from its own TF_CONFIG (see deployment/cluster.py),
+with ports picked free on 127.0.0.1. Output lines are prefixed with the task
+('[ps0] ...', '[worker1] ...').
+
+The launcher exits with:
+  0    when every worker exited 0 (the ps tasks are then stopped);
+  the exit status of the first worker or ps task that failed (128 + signal
+       when it was killed), after stopping the others;
+  124  when --timeout passed first;
+  130/143 on Ctrl-C / SIGTERM, after stopping every task.
+
+Tasks are stopped with SIGTERM (a ps task exits cleanly on it), then SIGKILL
+after --grace_secs. Each task is in its own process group and, on Linux,
+dies with the launcher even if the launcher is killed with SIGKILL.
+"""
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HOST = '127.0.0.1'
+_PR_SET_PDEATHSIG = 1
+try:
+  _LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:
+  _LIBC = None
+
+
+def free_ports(count, host=HOST):
+  """`count` distinct TCP ports that are free on `host` right now."""
+  with contextlib.ExitStack() as stack:
+    sockets = []
+    for _ in range(count):
+      sock = stack.enter_context(socket.socket(socket.AF_INET,
+                                               socket.SOCK_STREAM))
+      sock.bind((host, 0))
+      sockets.append(sock)
+    return [sock.getsockname()[1] for sock in sockets]
+
+
+def tf_config(ps_hosts, worker_hosts, job_name, task_index):
+  """The TF_CONFIG value of one task."""
+  return json.dumps({
+      'cluster': {'ps': list(ps_hosts), 'worker': list(worker_hosts)},
+      'task': {'type': job_name, 'index': task_index}})
+
+
+def _die_with_parent():
+  """Runs in the child before exec: SIGKILL it when the launcher dies.
+
+  libc is loaded beforehand, in the parent: the child only makes the call.
+  """
+  prctl = getattr(_LIBC, 'prctl', None)
+  if prctl is not None:  # Linux. Elsewhere stop() still ends the tasks.
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def exit_status(returncode):
+  """A shell-style exit status: 128 + N for a process killed by signal N."""
+  return 128 - returncode if returncode < 0 else returncode
+
+
+class LocalCluster:
+  """The processes of one cluster on this machine.
+
+  Args:
+    command: the program and its arguments, e.g. ['train.py', '--flag=1'];
+      run as `sys.executable *command`.
+    num_ps: number of ps tasks (>= 0).
+    num_workers: number of workers (>= 1).
+    env: extra environment variables for every task.
+    output: where prefixed lines go (sys.stdout by default).
+    cwd: working directory of the tasks.
+    grace_secs: seconds between SIGTERM and SIGKILL when stopping a task.
+  """
+
+  def __init__(self, command, num_ps, num_workers, env=None, output=None,
+               cwd=None, grace_secs=10):
+    if num_workers < 1:
+      raise ValueError('num_workers must be >= 1, got %d' % num_workers)
+    if num_ps < 0:
+      raise ValueError('num_ps must be >= 0, got %d' % num_ps)
+    if num_workers > 1 and num_ps == 0:
+      raise ValueError('%d workers need at least one ps task (--num_ps)'
+                       % num_workers)
+    self._command = [sys.executable] + list(command)
+    self._env = dict(env or {})
+    self._output = output or sys.stdout
+    self._cwd = cwd
+    self._grace_secs = grace_secs
+    ports = free_ports(num_ps + num_workers)
+    addresses = ['%s:%d' % (HOST, port) for port in ports]
+    self.ps_hosts = addresses[:num_ps]
+    self.worker_hosts = addresses[num_ps:]
+    self.processes = {}  # Task name ('ps0', 'worker1') -> Popen.
+    self._pumps = []
+    self._write_lock = threading.Lock()
+
+  @property
+  def ps_names(self):
+    return ['ps%d' % i for i in range(len(self.ps_hosts))]
+
+  @property
+  def worker_names(self):
+    return ['worker%d' % i for i in range(len(self.worker_hosts))]
+
+  def write(self, line):
+    with self._write_lock:
+      self._output.write(line)
+      self._output.flush()
+
+  def _pump(self, name, stream):
+    for line in stream:
+      self.write('[%s] %s' % (name, line))
+    stream.close()
+
+  def _start_task(self, name, job_name, task_index):
+    env = dict(os.environ)
+    env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+    env['PYTHONUNBUFFERED'] = '1'
+    env.update(self._env)
+    env['TF_CONFIG'] = tf_config(self.ps_hosts, self.worker_hosts, job_name,
+                                 task_index)
+    process = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+        self._command, cwd=self._cwd, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        errors='replace', start_new_session=True,
+        preexec_fn=_die_with_parent)
+    self.processes[name] = process
+    self.write('[launch] %s: pid %d, %s\n' % (
+        name, process.pid, env['TF_CONFIG']))
+
+  def start(self):
+    """Starts the ps tasks, then the workers, then relays their output.
+
+    The relaying threads start last so that no thread of ours runs while a
+    task is forked (see preexec_fn in the subprocess documentation).
+    """
+    for i, name in enumerate(self.ps_names):
+      self._start_task(name, 'ps', i)
+    for i, name in enumerate(self.worker_names):
+      self._start_task(name, 'worker', i)
+    for name, process in self.processes.items():
+      pump = threading.Thread(target=self._pump, args=(name, process.stdout),
+                              daemon=True)
+      pump.start()
+      self._pumps.append(pump)
+
+  def wait(self, timeout=None, poll_secs=0.2):
+    """Waits for the workers; returns the launcher's exit status.
+
+    Stops every task before returning, whatever the outcome.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+      while True:
+        failed = self._first_failure()
+        if failed is not None:
+          name, status = failed
+          self.write('[launch] %s failed with exit status %d; stopping the '
+                     'cluster\n' % (name, status))
+          return status
+        if all(self.processes[n].poll() == 0 for n in self.worker_names):
+          self.write('[launch] all workers finished; stopping the ps '
+                     'tasks\n')
+          return 0
+        if deadline is not None and time.monotonic() > deadline:
+          self.write('[launch] timeout after %.0f s; stopping the cluster\n'
+                     % timeout)
+          return 124
+        time.sleep(poll_secs)
+    finally:
+      self.stop()
+
+  def _first_failure(self):
+    for name in self.worker_names:
+      code = self.processes[name].poll()
+      if code:
+        return name, exit_status(code)
+    for name in self.ps_names:
+      code = self.processes[name].poll()
+      if code is not None:  # A ps task never finishes on its own.
+        return name, exit_status(code) or 1
+    return None
+
+  def stop(self):
+    """SIGTERM to every task still running, SIGKILL after the grace time."""
+    running = [p for p in self.processes.values() if p.poll() is None]
+    for process in running:
+      _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + self._grace_secs
+    for process in running:
+      try:
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+      except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+    for pump in self._pumps:
+      pump.join(timeout=5)
+
+
+def _signal_group(process, signum):
+  try:
+    os.killpg(process.pid, signum)
+  except ProcessLookupError:
+    pass
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(
+      prog='python -m deployment.launch',
+      description=__doc__.split('\n\n', maxsplit=1)[0],
+      usage='%(prog)s [options] -- SCRIPT [ARGS...]')
+  parser.add_argument('--num_ps', type=int, default=1,
+                      help='number of ps tasks (default 1)')
+  parser.add_argument('--num_workers', type=int, default=2,
+                      help='number of workers (default 2)')
+  parser.add_argument('--timeout', type=float, default=None,
+                      help='stop everything after this many seconds and exit '
+                           '124 (default: no limit)')
+  parser.add_argument('--intra_op_threads', type=int, default=None,
+                      help='TF_NUM_INTRAOP_THREADS of every task (default: '
+                           'TensorFlow decides, one per core)')
+  parser.add_argument('--inter_op_threads', type=int, default=None,
+                      help='TF_NUM_INTEROP_THREADS of every task')
+  parser.add_argument('--grace_secs', type=float, default=10,
+                      help='seconds between SIGTERM and SIGKILL when stopping')
+  parser.add_argument('command', nargs=argparse.REMAINDER,
+                      help='the script and its arguments, after --')
+  args = parser.parse_args(argv)
+  if args.command and args.command[0] == '--':
+    args.command = args.command[1:]
+  if not args.command:
+    parser.error('give the script to run after --, e.g. -- '
+                 'train_image_classifier.py --dataset_name=digits ...')
+  return args
+
+
+def _raise_interrupt(signum, unused_frame):
+  raise KeyboardInterrupt(signum)
+
+
+def main(argv=None):
+  args = parse_args(sys.argv[1:] if argv is None else argv)
+  env = {}
+  if args.intra_op_threads is not None:
+    env['TF_NUM_INTRAOP_THREADS'] = str(args.intra_op_threads)
+  if args.inter_op_threads is not None:
+    env['TF_NUM_INTEROP_THREADS'] = str(args.inter_op_threads)
+  try:
+    local = LocalCluster(args.command, args.num_ps, args.num_workers, env=env,
+                         grace_secs=args.grace_secs)
+  except ValueError as e:
+    print('error: %s' % e, file=sys.stderr)
+    return 2
+  signal.signal(signal.SIGTERM, _raise_interrupt)
+  try:
+    local.start()
+    return local.wait(timeout=args.timeout)
+  except KeyboardInterrupt as e:
+    signum = e.args[0] if e.args else signal.SIGINT
+    for ignored in (signal.SIGINT, signal.SIGTERM):  # Let the stop finish.
+      signal.signal(ignored, signal.SIG_IGN)
+    local.stop()
+    local.write('[launch] interrupted by signal %d; every task is stopped\n'
+                % signum)
+    return 128 + signum
+  finally:
+    local.stop()
+
+
+if __name__ == '__main__':
+  sys.exit(main())

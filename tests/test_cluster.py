@@ -1,0 +1,325 @@
+"""deployment.cluster and training.replica_session, without other processes."""
+
+import json
+import time
+
+from absl.testing import flagsaver
+import pytest
+
+from deployment import cluster
+from deployment import model_deploy
+from deployment.slim_compat import tf
+import train_image_classifier
+from training import replica_session
+from training.errors import UsageError
+from training.flags import FLAGS
+
+PS = ['127.0.0.1:2220', '127.0.0.1:2221']
+WORKERS = ['127.0.0.1:2222', '127.0.0.1:2223', '127.0.0.1:2224']
+
+
+def _tf_config(task_type='worker', index=1, ps=None, workers=None):
+  return json.dumps({'cluster': {'ps': PS if ps is None else ps,
+                                 'worker': WORKERS if workers is None
+                                           else workers},
+                     'task': {'type': task_type, 'index': index}})
+
+
+def test_tf_config_describes_task_and_cluster():
+  task = cluster.from_tf_config(_tf_config('worker', 1))
+  assert (task.job_name, task.task_index) == ('worker', 1)
+  assert task.ps_hosts == tuple(PS)
+  assert task.worker_hosts == tuple(WORKERS)
+  assert (task.num_ps_tasks, task.num_workers) == (2, 3)
+  assert task.address == '127.0.0.1:2223'
+  assert task.cluster_spec.as_dict() == {'ps': PS, 'worker': WORKERS}
+  assert task.source == 'TF_CONFIG'
+
+
+@pytest.mark.parametrize('text', [None, '', '  ', '{}',
+                                  '{"cluster": {}, "task": {}}'])
+def test_unset_or_empty_tf_config_means_no_cluster(text):
+  assert cluster.from_tf_config(text) is None
+
+
+@pytest.mark.parametrize('job_name,index,is_chief', [
+    ('worker', 0, True), ('worker', 2, False), ('ps', 0, False)])
+def test_only_worker_0_is_chief(job_name, index, is_chief):
+  task = cluster.from_tf_config(_tf_config(job_name, index))
+  assert task.is_chief == is_chief
+  assert task.is_ps == (job_name == 'ps')
+
+
+def test_device_filters_are_ps_job_and_own_worker_task():
+  task = cluster.from_tf_config(_tf_config('worker', 2))
+  assert task.device_filters == ['/job:ps', '/job:worker/task:2']
+
+
+def test_single_worker_without_ps_is_a_cluster_of_one_job():
+  task = cluster.from_tf_config(_tf_config('worker', 0, ps=[],
+                                           workers=WORKERS[:1]))
+  assert task.cluster_spec.as_dict() == {'worker': WORKERS[:1]}
+  assert task.num_ps_tasks == 0
+
+
+@pytest.mark.parametrize('text,message', [
+    ('{"cluster": {"ps": ["127.0.0.1:1"]', 'TF_CONFIG is not valid JSON'),
+    ('["worker"]', 'TF_CONFIG must be a JSON object'),
+    (json.dumps({'task': {'type': 'worker', 'index': 0}}),
+     'TF_CONFIG has no "cluster" object'),
+    (json.dumps({'cluster': {'ps': PS, 'worker': WORKERS}}),
+     'TF_CONFIG needs "task"'),
+    (_tf_config('worker', 3), r'TF_CONFIG: task index 3 is out of range: the '
+     r'worker job has 3 task\(s\), indices 0..2'),
+    (_tf_config('ps', -1), 'task index -1 is out of range'),
+    (_tf_config('worker', '1'), "task index '1' is not an integer"),
+    (_tf_config('evaluator', 0),
+     "TF_CONFIG: job name 'evaluator' is neither 'ps' nor 'worker'"),
+    (json.dumps({'cluster': {'chief': ['127.0.0.1:1'], 'worker': WORKERS},
+                 'task': {'type': 'chief', 'index': 0}}),
+     'TF_CONFIG cluster has job\\(s\\) "chief"; only "ps" and "worker"'),
+    (json.dumps({'cluster': {'ps': '127.0.0.1:1', 'worker': WORKERS},
+                 'task': {'type': 'ps', 'index': 0}}),
+     'TF_CONFIG cluster "ps" must be a list'),
+    (_tf_config(ps=['127.0.0.1']),
+     "address '127.0.0.1' is not \"host:port\""),
+    (_tf_config(ps=['127.0.0.1:70000']), "address '127.0.0.1:70000'"),
+    (_tf_config(ps=[WORKERS[0]]),
+     'address 127.0.0.1:2222 is given to more than one task'),
+    (_tf_config(ps=[], index=0),
+     '3 workers need at least one ps task'),
+    (_tf_config(workers=[], task_type='ps', index=0),
+     'the cluster has no worker'),
+])
+def test_bad_tf_config_is_a_clear_error(text, message):
+  with pytest.raises(ValueError, match=message):
+    cluster.from_tf_config(text)
+
+
+def test_flags_describe_task_and_cluster():
+  task = cluster.from_flags(','.join(PS), ','.join(WORKERS), 'ps', 1)
+  assert (task.job_name, task.task_index, task.address) == (
+      'ps', 1, '127.0.0.1:2221')
+  assert task.worker_hosts == tuple(WORKERS)
+
+
+def test_no_cluster_flags_means_no_cluster():
+  assert cluster.from_flags('', '', '', 0) is None
+
+
+@pytest.mark.parametrize('ps_hosts,worker_hosts,job_name,task_index,message', [
+    (PS[0], WORKERS[0], '', 0, '--job_name is required'),
+    (PS[0], '', 'worker', 0, '--worker_hosts is required with '
+     '--job_name=worker'),
+    (PS[0], WORKERS[0], 'chief', 0,
+     "--job_name=chief is neither 'ps' nor 'worker'"),
+    (PS[0], WORKERS[0] + ',', 'worker', 0,
+     '--worker_hosts=127.0.0.1:2222, has an empty entry'),
+    (PS[0], ','.join(WORKERS), 'worker', 5, 'task index 5 is out of range'),
+])
+def test_bad_cluster_flags_are_clear_errors(ps_hosts, worker_hosts, job_name,
+                                            task_index, message):
+  with pytest.raises(ValueError, match=message):
+    cluster.from_flags(ps_hosts, worker_hosts, job_name, task_index)
+
+
+def test_flags_and_tf_config_that_agree_are_accepted():
+  environ = {'TF_CONFIG': _tf_config('worker', 1)}
+  task = cluster.from_flags_and_env(','.join(PS), ','.join(WORKERS), 'worker',
+                                    1, environ=environ)
+  assert task == cluster.from_tf_config(environ['TF_CONFIG'])
+
+
+def test_flags_and_tf_config_that_disagree_are_an_error():
+  environ = {'TF_CONFIG': _tf_config('worker', 1)}
+  with pytest.raises(ValueError, match='the flags describe .* but TF_CONFIG '
+                     'describes'):
+    cluster.from_flags_and_env(','.join(PS), ','.join(WORKERS), 'worker', 2,
+                               environ=environ)
+
+
+def test_task_flag_must_match_tf_config_index():
+  environ = {'TF_CONFIG': _tf_config('worker', 1)}
+  with pytest.raises(ValueError, match='--task=0 but TF_CONFIG says task '
+                     'index 1'):
+    cluster.from_flags_and_env('', '', '', 0, environ=environ)
+  task = cluster.from_flags_and_env('', '', '', None, environ=environ)
+  assert task.task_index == 1
+
+
+def test_no_flags_and_no_tf_config_means_no_cluster():
+  assert cluster.from_flags_and_env('', '', '', None, environ={}) is None
+
+
+def _model_on_ps(strategy, sizes):
+  """Variables of the given float sizes, built through create_clones."""
+  config = model_deploy.DeploymentConfig(num_ps_tasks=2, ps_strategy=strategy)
+
+  def model_fn():
+    for i, size in enumerate(sizes):
+      tf.get_variable('v%d' % i, [size])
+
+  model_deploy.create_clones(config, model_fn)
+  return tf.global_variables()
+
+
+def test_placement_report_round_robin(graph):
+  del graph
+  variables = _model_on_ps('round_robin', [100, 1, 100, 1, 100])
+  assert cluster.placement_report(variables) == [
+      'ps task 0: 3 variables, 1200 bytes (0.0 MiB)',
+      'ps task 1: 2 variables, 8 bytes (0.0 MiB)',
+  ]
+
+
+def test_placement_report_by_size_balances_bytes(graph):
+  del graph
+  variables = _model_on_ps('by_size', [100, 1, 100, 1, 100])
+  loads = cluster.placement_by_device(variables)
+  assert [(load.task, load.num_variables, load.num_bytes)
+          for load in loads] == [(0, 3, 804), (1, 2, 404)]
+  # Greedy by size: no task exceeds another by more than the largest
+  # variable.
+  assert loads[0].num_bytes - loads[1].num_bytes <= 400
+
+
+def test_placement_report_lists_empty_ps_tasks_and_local_variables(graph):
+  del graph
+  with tf.device('/job:ps/task:1/device:CPU:0'):
+    tf.get_variable('on_ps', [256], dtype=tf.float64)
+  tf.get_variable('local', [3])
+  assert cluster.placement_report(tf.global_variables(), num_ps_tasks=3) == [
+      'ps task 0: 0 variables, 0 bytes (0.0 MiB)',
+      'ps task 1: 1 variables, 2048 bytes (0.0 MiB)',
+      'ps task 2: 0 variables, 0 bytes (0.0 MiB)',
+      'device (none): 1 variables, 12 bytes (0.0 MiB)',
+  ]
+
+
+def test_placement_groups_device_spellings_of_one_ps_task(graph):
+  del graph
+  for i, device in enumerate(['/job:ps/task:0', '/job:ps/task:0/cpu:0',
+                              '/job:ps/replica:0/task:0/device:CPU:0']):
+    with tf.device(device):
+      tf.get_variable('v%d' % i, [2])
+  assert cluster.placement_by_device(tf.global_variables()) == [
+      cluster.DeviceLoad('/job:ps/task:0', 'ps', 0, 3, 24)]
+
+
+def test_placement_report_hook_logs_at_begin(graph):
+  del graph
+  _model_on_ps('round_robin', [4, 4])
+  lines = []
+  hook = replica_session.PlacementReportHook(
+      2, 'round_robin', log_fn=lambda fmt, *args: lines.append(fmt % args))
+  hook.begin()
+  assert lines == ['variables on 2 ps task(s), round_robin placement:',
+                   '  ps task 0: 1 variables, 16 bytes (0.0 MiB)',
+                   '  ps task 1: 1 variables, 16 bytes (0.0 MiB)']
+
+
+def _sync_optimizer(total_num_replicas):
+  weight = tf.get_variable('w', [], initializer=tf.ones_initializer())
+  optimizer = tf.train.SyncReplicasOptimizer(
+      tf.train.GradientDescentOptimizer(0.1),
+      replicas_to_aggregate=min(2, total_num_replicas),
+      total_num_replicas=total_num_replicas)
+  optimizer.apply_gradients([(tf.constant(1.0), weight)],
+                            global_step=tf.train.get_or_create_global_step())
+  return optimizer
+
+
+@pytest.mark.parametrize('is_chief,num_workers,tokens', [
+    (True, 3, 4), (True, 1, 0), (False, 3, 0)])
+def test_chief_releases_two_tokens_per_other_worker_at_end(
+    graph, is_chief, num_workers, tokens):
+  optimizer = _sync_optimizer(num_workers)
+  hooks = replica_session.sync_replicas_hooks(optimizer, is_chief,
+                                              num_workers)
+  for hook in hooks:
+    hook.begin()
+  queue = graph.get_operation_by_name('sync_token_q')
+  size = tf.raw_ops.QueueSizeV2(handle=queue.outputs[0])
+  with tf.Session() as session:
+    session.run(tf.global_variables_initializer())
+    # Used here so that TensorFlow does not warn that it never was.
+    session.run(optimizer.ready_for_local_init_op)
+    for hook in hooks:
+      hook.end(session)
+    assert session.run(size) == tokens
+
+
+def test_non_chief_wait_must_be_positive():
+  with pytest.raises(ValueError, match='wait_secs must be > 0, got 0'):
+    replica_session.NonChiefSessionCreator(None, '', None, 0)
+
+
+def test_non_chief_polls_at_the_given_period(graph, monkeypatch):
+  """Checks every wait_secs until max_wait_secs, not every 30 s."""
+  del graph
+  tf.get_variable('never_initialised', [])
+  sleeps = []
+  real_sleep = time.sleep
+
+  def recording_sleep(seconds):
+    sleeps.append(seconds)
+    real_sleep(seconds)
+
+  monkeypatch.setattr(time, 'sleep', recording_sleep)
+  creator = replica_session.NonChiefSessionCreator(
+      tf.train.Scaffold(), '', None, wait_secs=0.2, max_wait_secs=1.0)
+  with pytest.raises(tf.errors.DeadlineExceededError,
+                     match='not ready after waiting 1 secs'):
+    creator.create_session()
+  assert sleeps and set(sleeps) == {0.2}
+  assert 3 <= len(sleeps) <= 5
+
+
+def test_chief_session_is_tensorflows_own(graph):
+  del graph
+  tf.train.get_or_create_global_step()
+  with replica_session.monitored_training_session(
+      non_chief_wait_secs=1, is_chief=True) as session:
+    assert session.run(tf.train.get_global_step()) == 0
+
+
+@pytest.fixture
+def parsed_flags():
+  def parse(*args):
+    FLAGS(['train_image_classifier.py'] + list(args))
+  with flagsaver.flagsaver():
+    yield parse
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--worker_replicas=3'], '--worker_replicas=3 but the cluster from '
+     'TF_CONFIG has 2; drop --worker_replicas'),
+    (['--num_ps_tasks=1'], '--num_ps_tasks=1 but the cluster from TF_CONFIG '
+     'has 2'),
+    (['--master=grpc://127.0.0.1:1'], '--master=grpc://127.0.0.1:1: a task '
+     'of a cluster'),
+    (['--sync_replicas', '--replicas_to_aggregate=3'],
+     '--replicas_to_aggregate=3 is more than the 2 workers'),
+])
+def test_cluster_task_refuses_conflicting_flags(parsed_flags, monkeypatch,
+                                                args, message):
+  monkeypatch.setenv('TF_CONFIG', _tf_config('worker', 1,
+                                             workers=WORKERS[:2]))
+  parsed_flags(*args)
+  with pytest.raises(UsageError, match=message):
+    train_image_classifier.cluster_task()
+
+
+def test_cluster_task_accepts_matching_counts(parsed_flags, monkeypatch):
+  monkeypatch.setenv('TF_CONFIG', _tf_config('worker', 1,
+                                             workers=WORKERS[:2]))
+  parsed_flags('--worker_replicas=2', '--num_ps_tasks=2', '--sync_replicas',
+               '--replicas_to_aggregate=2')
+  task = train_image_classifier.cluster_task()
+  assert (task.job_name, task.task_index, task.num_workers) == ('worker', 1, 2)
+
+
+def test_cluster_task_is_none_without_cluster(parsed_flags, monkeypatch):
+  monkeypatch.delenv('TF_CONFIG', raising=False)
+  parsed_flags()
+  assert train_image_classifier.cluster_task() is None
