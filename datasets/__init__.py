@@ -1,0 +1,1 @@
+"""Datasets in the TF-Slim TFRecord layout, their conversion and reading."""

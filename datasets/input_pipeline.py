@@ -1,0 +1,265 @@
+"""The tf.data input pipeline: TFRecord shards to batches of (images, labels).
+
+    dataset = dataset_factory.get_dataset('flowers', 'train', DIR)
+    preprocess = preprocessing_factory.get_preprocessing('inception_v1', True)
+    batches = input_pipeline.make_dataset(dataset, preprocess, batch_size=32,
+                                          image_size=224, is_training=True)
+    queue = input_pipeline.batch_queue(batches, device='/cpu:0')
+    images, labels = queue.next_batch()   # once per clone (graph mode)
+
+Stages, each parallel where it pays:
+  files     shuffled per epoch (training), sharded over replicas
+  records   `num_readers` files read at once (interleave)
+  shuffle   over serialized records (cheap to hold)
+  decode    + preprocess, `num_preprocessing_threads` at once; when the
+            preprocessing is a `CroppingPreprocessor` with
+            fold_into_decode (inception-style training), JPEGs are
+            decoded only inside the crop window (`decode_and_crop_jpeg`)
+  batch     drop_remainder in training, so the batch shape is static
+  prefetch  overlaps input with the training step
+"""
+
+from datasets import tfrecord_check
+from deployment.slim_compat import tf
+from preprocessing import image_ops
+
+AUTOTUNE = tf.data.experimental.AUTOTUNE
+
+
+def _image_size(image_size):
+  if isinstance(image_size, int):
+    return image_size, image_size
+  height, width = image_size
+  return int(height), int(width)
+
+
+def _decode_full(encoded, image_format, dataset):
+  """Decodes PNG/JPEG/GIF/BMP (or 'raw' for fixed shapes) to uint8."""
+  channels = dataset.image_channels
+
+  def decode_encoded():
+    return tf.io.decode_image(encoded, channels=channels,
+                              expand_animations=False)
+
+  if dataset.image_shape is None:
+    return decode_encoded()
+  shape = list(dataset.image_shape)
+
+  def decode_raw():
+    return tf.reshape(tf.io.decode_raw(encoded, tf.uint8), shape)
+
+  is_raw = tf.reduce_any(tf.equal(image_format, ['raw', 'RAW']))
+  image = tf.cond(is_raw, decode_raw, decode_encoded)
+  # Checked when run: a stored image of another size fails here, with
+  # both shapes in the message, rather than later in batching.
+  return tf.ensure_shape(image, shape)
+
+
+def _decode_cropped(encoded, image_format, dataset, preprocess_fn, height,
+                    width):
+  """Decodes only the crop window of JPEGs; crops other formats after."""
+  channels = dataset.image_channels
+
+  def decode_jpeg_window():
+    window = preprocess_fn.crop_window(tf.image.extract_jpeg_shape(encoded),
+                                       height, width)
+    return tf.image.decode_and_crop_jpeg(encoded, window, channels=channels)
+
+  def decode_then_crop():
+    image = _decode_full(encoded, image_format, dataset)
+    window = preprocess_fn.crop_window(tf.shape(image), height, width)
+    return image_ops.crop_to_window(image, window)
+
+  image = tf.cond(tf.io.is_jpeg(encoded), decode_jpeg_window,
+                  decode_then_crop)
+  image.set_shape([None, None, channels])
+  return image
+
+
+def _record_parser(dataset, preprocess_fn, height, width):
+  """Returns fn(serialized tf.Example) -> (image, label)."""
+  crops_at_decode = getattr(preprocess_fn, 'fold_into_decode', False)
+
+  def parse(record):
+    features = tf.io.parse_single_example(record, dataset.keys_to_features)
+    encoded = features['image/encoded']
+    image_format = features['image/format']
+    if crops_at_decode:
+      cropped = _decode_cropped(encoded, image_format, dataset,
+                                preprocess_fn, height, width)
+      image = preprocess_fn.preprocess_cropped(cropped, height, width)
+    else:
+      image = preprocess_fn(_decode_full(encoded, image_format, dataset),
+                            height, width)
+    return image, features['image/class/label']
+
+  return parse
+
+
+def _synthetic_images(dataset, num_epochs, num_shards, shard_index):
+  """Image i of the split is random uint8 noise seeded with (seed, i)."""
+  shape = list(dataset.image_shape)
+
+  def generate(index):
+    image = tf.random.stateless_uniform(
+        shape, seed=tf.stack([dataset.seed, 2 * index]), minval=0,
+        maxval=256, dtype=tf.int32)
+    label = tf.random.stateless_uniform(
+        [], seed=tf.stack([dataset.seed, 2 * index + 1]), minval=0,
+        maxval=dataset.num_classes, dtype=tf.int64)
+    return tf.cast(image, tf.uint8), label
+
+  indices = tf.data.Dataset.range(dataset.num_samples)
+  if num_shards > 1:
+    indices = indices.shard(num_shards, shard_index)
+  return indices.repeat(num_epochs).map(generate)
+
+
+def _records(dataset, is_training, num_readers, num_epochs, seed, num_shards,
+             shard_index):
+  """Serialized records, interleaved over files, sharded for replicas."""
+  files = sorted(dataset.data_sources)
+  files_dataset = tf.data.Dataset.from_tensor_slices(files)
+  shard_files = num_shards > 1 and len(files) >= num_shards
+  if shard_files:
+    files_dataset = files_dataset.shard(num_shards, shard_index)
+  if is_training:
+    files_dataset = files_dataset.shuffle(len(files), seed=seed,
+                                          reshuffle_each_iteration=True)
+  files_dataset = files_dataset.repeat(num_epochs)
+
+  def read_file(path):
+    records = tf.data.TFRecordDataset(path)
+    if num_shards > 1 and not shard_files:
+      # Fewer files than replicas: each replica takes every num_shards-th
+      # record of every file, which does not depend on the file order.
+      records = records.shard(num_shards, shard_index)
+    return records
+
+  return files_dataset.interleave(
+      read_file, cycle_length=num_readers, block_length=1,
+      num_parallel_calls=num_readers, deterministic=not is_training)
+
+
+def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
+                 num_readers=4, num_preprocessing_threads=4, labels_offset=0,
+                 shuffle_buffer=None, num_epochs=None, seed=None,
+                 num_classes=None, one_hot=False, num_shards=1,
+                 shard_index=0, drop_remainder=None, validate_files=True,
+                 private_threadpool_size=None):
+  """Builds the tf.data.Dataset of (images, labels) batches.
+
+  Args:
+    dataset: a slim.dataset.Dataset from dataset_factory.get_dataset.
+    preprocess_fn: fn(uint8 image, height, width) -> float image, from
+      preprocessing_factory.get_preprocessing.
+    batch_size: images per batch (per replica).
+    image_size: output side, or (height, width).
+    is_training: shuffle files and records, drop the last partial batch,
+      and let elements come out of order (faster).
+    num_readers: files read in parallel.
+    num_preprocessing_threads: images decoded and preprocessed in
+      parallel; AUTOTUNE lets tf.data choose.
+    labels_offset: subtracted from every label (e.g. 1 to drop ImageNet's
+      background class).
+    shuffle_buffer: records in the shuffle buffer (training); defaults to
+      max(1024, 10 * batch_size), at most the split size.
+    num_epochs: passes over the data; None repeats forever.
+    seed: seed of the file and record shuffles.
+    num_classes: depth of one-hot labels; defaults to
+      dataset.num_classes - labels_offset.
+    one_hot: labels as float one-hot vectors instead of int64 ids.
+    num_shards: number of replicas reading disjoint parts of the data.
+    shard_index: this replica's part, in [0, num_shards). Files are split
+      between replicas when there are at least num_shards files, records
+      otherwise.
+    drop_remainder: defaults to is_training.
+    validate_files: check the first record of every file up front, so a
+      corrupt file is named before training starts.
+    private_threadpool_size: run this pipeline on its own thread pool of
+      this size (None: TensorFlow's shared inter-op pool).
+
+  Returns:
+    A tf.data.Dataset of (float32 images [batch, height, width, channels],
+    int64 labels [batch] or float32 one-hot [batch, num_classes]).
+
+  Raises:
+    ValueError: bad batch_size or shard arguments.
+    FileNotFoundError, tf.errors.DataLossError: from validate_files, naming
+      the file.
+  """
+  if batch_size < 1:
+    raise ValueError('batch_size must be >= 1, got %d' % batch_size)
+  if not 0 <= shard_index < num_shards:
+    raise ValueError('shard_index must be in [0, num_shards=%d), got %d'
+                     % (num_shards, shard_index))
+  height, width = _image_size(image_size)
+  if drop_remainder is None:
+    drop_remainder = is_training
+  if num_classes is None:
+    num_classes = dataset.num_classes - labels_offset
+
+  if getattr(dataset, 'is_synthetic', False):
+    examples = _synthetic_images(dataset, num_epochs, num_shards, shard_index)
+    examples = examples.map(
+        lambda image, label: (preprocess_fn(image, height, width), label),
+        num_parallel_calls=num_preprocessing_threads,
+        deterministic=not is_training)
+  else:
+    if validate_files:
+      tfrecord_check.validate_tfrecord_files(dataset.data_sources)
+    records = _records(dataset, is_training, num_readers, num_epochs, seed,
+                       num_shards, shard_index)
+    if is_training:
+      if shuffle_buffer is None:
+        shuffle_buffer = min(max(1024, 10 * batch_size), dataset.num_samples)
+      records = records.shuffle(shuffle_buffer, seed=seed)
+    examples = records.map(
+        _record_parser(dataset, preprocess_fn, height, width),
+        num_parallel_calls=num_preprocessing_threads,
+        deterministic=not is_training)
+
+  def finish_labels(images, labels):
+    labels = labels - labels_offset
+    if one_hot:
+      labels = tf.one_hot(labels, num_classes, dtype=tf.float32)
+    return images, labels
+
+  batches = examples.batch(batch_size, drop_remainder=drop_remainder)
+  batches = batches.map(finish_labels).prefetch(AUTOTUNE)
+  options = tf.data.Options()
+  options.experimental_optimization.map_parallelization = True
+  if private_threadpool_size:
+    options.threading.private_threadpool_size = private_threadpool_size
+  return batches.with_options(options)
+
+
+class BatchQueue:
+  """Hands out batches from one iterator, a new op per call.
+
+  In graph mode each `next_batch()` op yields a different batch per
+  session run, so clones that each call it once train on different data.
+  `dequeue` is the same method under the name of slim's prefetch_queue.
+  """
+
+  def __init__(self, batches, device=None):
+    self._device = device
+    with tf.device(device):
+      self._iterator = tf.data.make_one_shot_iterator(batches)
+
+  def next_batch(self):
+    """Returns a new (images, labels) pair of tensors."""
+    with tf.device(self._device):
+      return self._iterator.get_next()
+
+  dequeue = next_batch
+
+
+def batch_queue(batches, device=None):
+  """A BatchQueue over `batches` (from make_dataset), placed on `device`."""
+  return BatchQueue(batches, device)
+
+
+def get_next_fn(batches, device=None):
+  """The `next_batch` callable of `batch_queue(batches, device)`."""
+  return batch_queue(batches, device).next_batch

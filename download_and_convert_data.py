@@ -1,0 +1,128 @@
+r"""Converts datasets to the TF-Slim TFRecord layout, offline.
+
+Nothing is downloaded: each converter reads originals that are already on
+disk and, when one is missing, fails with the file name, the URL to fetch
+it from and the folder to put it in.
+
+  # The embedded default: scikit-learn's 1,797 UCI digits (no download).
+  python download_and_convert_data.py --dataset_name=digits \
+      --dataset_dir=/tmp/digits
+
+  # Your own images: SOURCE/<class name>/<image files>.
+  python download_and_convert_data.py --dataset_name=folder \
+      --source_dir=SOURCE --dataset_dir=/tmp/my_images \
+      --num_shards=5 --validation_fraction=0.1
+
+  # From originals fetched by hand into --source_dir (default: dataset_dir).
+  python download_and_convert_data.py --dataset_name=mnist \
+      --source_dir=/tmp/mnist_gz --dataset_dir=/tmp/mnist
+  python download_and_convert_data.py --dataset_name=cifar10 \
+      --source_dir=/tmp/cifar_tar --dataset_dir=/tmp/cifar10
+  python download_and_convert_data.py --dataset_name=flowers \
+      --source_dir=/tmp/flowers_tgz --dataset_dir=/tmp/flowers
+
+Each conversion is skipped when its outputs already exist, and writes every
+file under a temporary name, renamed only when complete.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from datasets import convert_cifar10
+from datasets import convert_digits
+from datasets import convert_flowers
+from datasets import convert_folder
+from datasets import convert_mnist
+from datasets import imagenet
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+FLAGS = flags.FLAGS
+
+CONVERTIBLE = ('cifar10', 'digits', 'flowers', 'folder', 'mnist')
+
+
+def convert(dataset_name, dataset_dir, source_dir=None, num_shards=5,
+            validation_fraction=0.1, seed=0):
+  """Runs one conversion; returns the converter's dict of output paths.
+
+  Raises:
+    ValueError: unknown or unconvertible dataset, or missing source_dir for
+      'folder'.
+    FileNotFoundError: originals missing (names the file, URL and folder).
+  """
+  if dataset_name == 'imagenet':
+    raise ValueError(
+        'imagenet cannot be converted here: build the TFRecords with %s'
+        % (imagenet.SPEC.convert_hint % {'dataset_dir': dataset_dir}))
+  if dataset_name == 'digits':
+    return convert_digits.run(dataset_dir)
+  if dataset_name == 'folder':
+    if not source_dir:
+      raise ValueError('--dataset_name=folder needs --source_dir=FOLDER, a '
+                       'folder of class sub-folders of images')
+    return convert_folder.run(source_dir, dataset_dir, num_shards=num_shards,
+                              validation_fraction=validation_fraction,
+                              seed=seed)
+  converters = {'cifar10': convert_cifar10.run,
+                'flowers': convert_flowers.run,
+                'mnist': convert_mnist.run}
+  if dataset_name not in converters:
+    raise ValueError('unknown --dataset_name=%r; convertible datasets: %s'
+                     % (dataset_name, ', '.join(CONVERTIBLE)))
+  return converters[dataset_name](dataset_dir, source_dir)
+
+
+def define_flags():
+  """Defines the command-line flags.
+
+  Called only when run as a script: importing `convert` (tests, the training
+  script) must not define a second --dataset_dir.
+  """
+  flags.DEFINE_string(
+      'dataset_name', None,
+      'The dataset to convert: %s.' % ', '.join(CONVERTIBLE))
+  flags.DEFINE_string(
+      'dataset_dir', None, 'Where the TFRecord files and labels.txt go.')
+  flags.DEFINE_string(
+      'source_dir', None,
+      'Where the originals are: the .gz/.tar.gz files for mnist, cifar10 and '
+      'flowers (default: dataset_dir), the folder of class sub-folders for '
+      'folder (required).')
+  flags.DEFINE_integer(
+      'num_shards', 5, 'TFRecord files per split (folder only).')
+  flags.DEFINE_float(
+      'validation_fraction', 0.1,
+      'Share of the images held out as the validation split (folder only).')
+  flags.DEFINE_integer(
+      'seed', 0, 'Seed of the train/validation split (folder only).')
+
+
+def main(argv):
+  del argv  # Unused.
+  if not FLAGS.dataset_name:
+    raise app.UsageError('--dataset_name is required (one of %s)'
+                         % ', '.join(CONVERTIBLE))
+  if not FLAGS.dataset_dir:
+    raise app.UsageError('--dataset_dir is required: where to write the '
+                         'TFRecord files')
+  try:
+    paths = convert(FLAGS.dataset_name, FLAGS.dataset_dir, FLAGS.source_dir,
+                    FLAGS.num_shards, FLAGS.validation_fraction, FLAGS.seed)
+  except (FileNotFoundError, ValueError) as e:
+    # The message is the whole story (file, URL, fix): no traceback.
+    sys.exit('error: %s' % e)
+  print('%s is ready in %s:' % (FLAGS.dataset_name, FLAGS.dataset_dir))
+  for name, value in sorted(paths.items()):
+    for path in value if isinstance(value, list) else [value]:
+      print('  %-12s %s' % (name, path))
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)

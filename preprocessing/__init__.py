@@ -1,0 +1,1 @@
+"""Per-network image preprocessing, looked up by network name."""
