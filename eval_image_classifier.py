@@ -25,6 +25,7 @@ from nets import nets_factory
 from preprocessing import preprocessing_factory
 from training import fine_tune
 from training.errors import UsageError
+from training.errors import call_for_flag
 
 flags.DEFINE_integer('batch_size', 100, 'The number of samples in each batch.')
 flags.DEFINE_integer('max_num_batches', None,
@@ -57,15 +58,6 @@ flags.DEFINE_bool('use_grayscale', False,
 FLAGS = flags.FLAGS
 
 
-def _lookup(what, fn, *args, **kwargs):
-  try:
-    return fn(*args, **kwargs)
-  except (ValueError, FileNotFoundError) as e:
-    raise UsageError('%s: %s' % (what, e)) from None
-  except tf.errors.DataLossError as e:
-    raise UsageError('%s: %s' % (what, e.message)) from None
-
-
 def evaluate():
   """Returns (accuracy, recall_at_5, num_examples, global_step)."""
   if FLAGS.quantize:
@@ -77,19 +69,19 @@ def evaluate():
   with tf.Graph().as_default():
     dataset_flags = '--dataset_name=%s --dataset_split_name=%s' % (
         FLAGS.dataset_name, FLAGS.dataset_split_name)
-    dataset = _lookup(dataset_flags, dataset_factory.get_dataset,
-                      FLAGS.dataset_name, FLAGS.dataset_split_name,
-                      FLAGS.dataset_dir)
+    dataset = call_for_flag(dataset_flags, dataset_factory.get_dataset,
+                            FLAGS.dataset_name, FLAGS.dataset_split_name,
+                            FLAGS.dataset_dir)
     num_classes = dataset.num_classes - FLAGS.labels_offset
-    network_fn = _lookup('--model_name', nets_factory.get_network_fn,
-                         FLAGS.model_name, num_classes=num_classes,
-                         is_training=False)
-    preprocess_fn = _lookup(
+    network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
+                               FLAGS.model_name, num_classes=num_classes,
+                               is_training=False)
+    preprocess_fn = call_for_flag(
         '--preprocessing_name', preprocessing_factory.get_preprocessing,
         FLAGS.preprocessing_name or FLAGS.model_name, is_training=False,
         use_grayscale=FLAGS.use_grayscale)
     image_size = FLAGS.eval_image_size or network_fn.default_image_size
-    batches = input_pipeline.BatchQueue(_lookup(
+    batches = input_pipeline.BatchQueue(call_for_flag(
         '--dataset_dir=%s' % FLAGS.dataset_dir, input_pipeline.make_dataset,
         dataset, preprocess_fn, FLAGS.batch_size, image_size,
         is_training=False, num_readers=1,

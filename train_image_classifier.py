@@ -38,17 +38,8 @@ from training import optimizers
 from training import replica_session
 from training import schedule
 from training.errors import UsageError
+from training.errors import call_for_flag
 from training.flags import FLAGS
-
-
-def _lookup(what, fn, *args, **kwargs):
-  """Calls a factory, turning its ValueError/FileNotFoundError into usage."""
-  try:
-    return fn(*args, **kwargs)
-  except (ValueError, FileNotFoundError) as e:
-    raise UsageError('%s: %s' % (what, e)) from None
-  except tf.errors.DataLossError as e:
-    raise UsageError('%s: %s' % (what, e.message)) from None
 
 
 def check_flags():
@@ -107,18 +98,19 @@ def build(config, num_workers=1):
   """
   dataset_flags = '--dataset_name=%s --dataset_split_name=%s' % (
       FLAGS.dataset_name, FLAGS.dataset_split_name)
-  dataset = _lookup(dataset_flags, dataset_factory.get_dataset,
-                    FLAGS.dataset_name, FLAGS.dataset_split_name,
-                    FLAGS.dataset_dir)
+  dataset = call_for_flag(dataset_flags, dataset_factory.get_dataset,
+                          FLAGS.dataset_name, FLAGS.dataset_split_name,
+                          FLAGS.dataset_dir)
   num_classes = dataset.num_classes - FLAGS.labels_offset
-  network_fn = _lookup('--model_name', nets_factory.get_network_fn,
-                       FLAGS.model_name, num_classes=num_classes,
-                       weight_decay=FLAGS.weight_decay, is_training=True)
+  network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
+                             FLAGS.model_name, num_classes=num_classes,
+                             weight_decay=FLAGS.weight_decay,
+                             is_training=True)
   preprocessing_name = FLAGS.preprocessing_name or FLAGS.model_name
-  preprocess_fn = _lookup('--preprocessing_name',
-                          preprocessing_factory.get_preprocessing,
-                          preprocessing_name, is_training=True,
-                          use_grayscale=FLAGS.use_grayscale)
+  preprocess_fn = call_for_flag('--preprocessing_name',
+                                preprocessing_factory.get_preprocessing,
+                                preprocessing_name, is_training=True,
+                                use_grayscale=FLAGS.use_grayscale)
   plan = schedule.make_batch_plan(
       FLAGS.batch_size, FLAGS.num_clones, dataset.num_samples,
       FLAGS.num_epochs_per_decay, FLAGS.sync_replicas,
@@ -132,7 +124,7 @@ def build(config, num_workers=1):
     global_step = tf.train.get_or_create_global_step()
 
   with tf.device(config.inputs_device()):
-    batches = input_pipeline.BatchQueue(_lookup(
+    batches = input_pipeline.BatchQueue(call_for_flag(
         '--dataset_dir=%s' % FLAGS.dataset_dir, input_pipeline.make_dataset,
         dataset, preprocess_fn, FLAGS.batch_size, image_size,
         is_training=True, num_readers=FLAGS.num_readers,

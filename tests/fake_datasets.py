@@ -7,9 +7,7 @@ into a folder and returns what it wrote, so tests can assert decoded values.
 import os
 
 import numpy as np
-import pytest
 
-from datasets import convert_digits
 from datasets import dataset_utils
 from datasets.image_coder import ImageCoder
 from deployment.slim_compat import tf
@@ -24,16 +22,6 @@ def coder():
   if _CODER is None:
     _CODER = ImageCoder()
   return _CODER
-
-
-@pytest.fixture(scope='session')
-def digits_dir(tmp_path_factory):
-  """The digits converted once per test run (modules import this fixture)."""
-  global _DIGITS_DIR
-  if _DIGITS_DIR is None:
-    _DIGITS_DIR = str(tmp_path_factory.mktemp('digits'))
-    convert_digits.run(_DIGITS_DIR)
-  return _DIGITS_DIR
 
 
 def pattern_image(height, width, channels, seed):

@@ -1,6 +1,7 @@
 """Runs the project's scripts as subprocesses, bounded in time."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,3 +43,12 @@ def kill_group(process, sig=signal.SIGKILL):
   except ProcessLookupError:
     pass
   process.wait(timeout=30)
+
+
+def process_alive(pid):
+  """Whether `pid` runs (a zombie, dead but not reaped, does not count)."""
+  try:
+    with open('/proc/%d/status' % pid) as status:
+      return not re.search(r'^State:\s+Z', status.read(), re.M)
+  except FileNotFoundError:
+    return False

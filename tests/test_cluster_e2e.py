@@ -19,6 +19,7 @@ import pytest
 from deployment import launch
 from deployment.slim_compat import tf
 from tests.script_runner import REPO
+from tests.script_runner import process_alive
 from tests.script_runner import script_env
 
 TRAIN = 'train_image_classifier.py'
@@ -26,13 +27,6 @@ LAUNCH_TIMEOUT = 150
 STEP_LINE = re.compile(r'^\[(worker\d+)\] INFO:tensorflow:step (\d+): loss',
                        re.M)
 
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  from datasets import convert_digits  # pylint: disable=g-import-not-at-top
-  directory = str(tmp_path_factory.mktemp('digits'))
-  convert_digits.run(directory)
-  return directory
 
 
 def _train_args(dataset_dir, train_dir, steps, *extra):
@@ -50,13 +44,6 @@ def _checkpoint_step(train_dir):
   latest = tf.train.latest_checkpoint(train_dir)
   return None if latest is None else int(latest.rsplit('-', 1)[1])
 
-
-def _alive(pid):
-  try:
-    with open('/proc/%d/status' % pid) as status:
-      return not re.search(r'^State:\s+Z', status.read(), re.M)
-  except FileNotFoundError:
-    return False
 
 
 class _Launch:
@@ -95,10 +82,10 @@ class _Launch:
     pids = [int(p) for p in re.findall(r'^\[launch\] \w+: pid (\d+)',
                                        self.log(), re.M)]
     deadline = time.monotonic() + 10  # They die with the launcher (Linux).
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(process_alive(p) for p in pids) and time.monotonic() < deadline:
       time.sleep(0.2)
     for pid in pids:
-      if _alive(pid):
+      if process_alive(pid):
         os.kill(pid, signal.SIGKILL)
 
 

@@ -9,7 +9,6 @@ from tests import fake_datasets
 from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment.slim_compat import slim, tf
-from tests.fake_datasets import digits_dir  # pylint: disable=unused-import
 
 # name -> (fake writer, split, num_samples of the split, num_classes)
 UPSTREAM_LAYOUTS = {

@@ -21,7 +21,6 @@ from datasets import convert_mnist
 from datasets import dataset_factory
 from datasets import dataset_utils
 from datasets import source_files
-from tests.fake_datasets import digits_dir  # pylint: disable=unused-import
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

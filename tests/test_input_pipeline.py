@@ -13,7 +13,6 @@ from deployment.slim_compat import tf
 from preprocessing import cropping
 from preprocessing import preprocessing_factory
 from tests import fake_datasets
-from tests.fake_datasets import digits_dir  # pylint: disable=unused-import
 
 LENET_EVAL = preprocessing_factory.get_preprocessing('lenet')
 

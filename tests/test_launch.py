@@ -15,6 +15,7 @@ import pytest
 
 from deployment import launch
 from tests.script_runner import REPO
+from tests.script_runner import process_alive
 
 # Prints its task, then: a ps serves until SIGTERM; a worker does what argv[1]
 # says ('ok', 'fail1': worker 1 exits 3, 'hang': sleeps).
@@ -54,13 +55,6 @@ def fake_task(tmp_path):
   path.write_text(FAKE_TASK)
   return str(path)
 
-
-def _alive(pid):
-  try:
-    with open('/proc/%d/status' % pid) as status:
-      return not re.search(r'^State:\s+Z', status.read(), re.M)
-  except FileNotFoundError:
-    return False
 
 
 @pytest.fixture
@@ -194,7 +188,7 @@ def test_launcher_signal_stops_every_task(fake_task, signum, status):
     assert process.returncode == status, ''.join(lines) + rest
     assert '[launch] interrupted by signal %d; every task is stopped' % (
         signum) in rest
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
   finally:
     _kill_all(process, pids)
 
@@ -208,9 +202,9 @@ def test_tasks_die_with_a_killed_launcher(fake_task):
     process.kill()
     process.wait(timeout=10)
     deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(process_alive(pid) for pid in pids) and time.monotonic() < deadline:
       time.sleep(0.1)
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
   finally:
     _kill_all(process, pids)
 
@@ -223,7 +217,7 @@ def _kill_all(launcher, pids):
   launcher.wait(timeout=10)
   launcher.stdout.close()
   for pid in pids:
-    if _alive(pid):
+    if process_alive(pid):
       os.kill(pid, signal.SIGKILL)
 
 

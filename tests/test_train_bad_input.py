@@ -11,13 +11,6 @@ from training.errors import UsageError
 from training.flags import FLAGS
 
 
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  from datasets import convert_digits  # pylint: disable=g-import-not-at-top
-  directory = str(tmp_path_factory.mktemp('digits'))
-  convert_digits.run(directory)
-  return directory
-
 
 @pytest.fixture
 def corrupt_dir(digits_dir, tmp_path):

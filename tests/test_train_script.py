@@ -16,13 +16,6 @@ TRAIN = 'train_image_classifier.py'
 EVAL = 'eval_image_classifier.py'
 
 
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  from datasets import convert_digits  # pylint: disable=g-import-not-at-top
-  directory = str(tmp_path_factory.mktemp('digits'))
-  convert_digits.run(directory)
-  return directory
-
 
 def _train_flags(dataset_dir, train_dir, steps, *extra):
   return ['--dataset_name=digits', '--dataset_dir=%s' % dataset_dir,
