@@ -36,7 +36,8 @@ import numbers
 
 from deployment import device_placement
 from deployment import gradients
-from deployment.slim_compat import slim, tf
+from deployment import slim_compat
+from deployment.slim_compat import tf
 
 __all__ = [
     'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones',
@@ -252,7 +253,8 @@ def create_clones(config, model_fn, args=None, kwargs=None):
   clones = []
   variables_device = config.variables_device()
   host_ops = device_placement.host_ops_to(config.inputs_device())
-  with tf.variable_creator_scope(_placing_variables_on(variables_device)):
+  with slim_compat.identity_equality(), tf.variable_creator_scope(
+      _placing_variables_on(variables_device)):
     for i in range(config.num_clones):
       with tf.name_scope(config.clone_scope(i)) as clone_scope:
         clone_device = config.clone_device(i)
@@ -414,6 +416,12 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     `summary_op` merges the first clone's summaries and the loss summaries,
     all placed on the CPU.
   """
+  with slim_compat.identity_equality():
+    return _deploy(config, model_fn, args, kwargs, optimizer,
+                   summarize_gradients)
+
+
+def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients):
   summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
   with tf.device(config.variables_device()):
     global_step = tf.train.get_or_create_global_step()

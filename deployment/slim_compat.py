@@ -13,11 +13,13 @@ Every module of this project imports slim through here:
     from deployment.slim_compat import slim, tf
 """
 
+import contextlib
 import importlib
 import sys
 
 import tensorflow.compat.v1 as tf
 from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import variable_scope
@@ -76,8 +78,32 @@ def install_aliases():
   return restored
 
 
+@contextlib.contextmanager
+def identity_equality():
+  """Builds graph code with TF2 tensor equality off; semantics do not change.
+
+  Inside a tf.Graph (outside tf.function) `==` and `hash` of tensors and
+  variables already go by identity, but with equality on every
+  `hash(variable)` first asks `executing_eagerly_outside_functions()`.
+  tf-keras' legacy layers, under every slim layer, hash all global variables
+  at each layer call, so building N clones of a large network spends most of
+  its time there (8 inception_v3 clones: 36 s with it on, 19 s off). Where
+  eager `==` really compares values, this does nothing.
+  """
+  if tf.executing_eagerly_outside_functions():
+    yield
+    return
+  saved = tensor_lib.Tensor._USE_EQUALITY  # pylint: disable=protected-access
+  tf.disable_tensor_equality()
+  try:
+    yield
+  finally:
+    if saved:
+      tf.enable_tensor_equality()
+
+
 RESTORED = install_aliases()
 
 import tf_slim as slim  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-__all__ = ['slim', 'tf', 'RESTORED']
+__all__ = ['slim', 'tf', 'RESTORED', 'identity_equality']

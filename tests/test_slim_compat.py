@@ -142,3 +142,27 @@ def test_tfexample_decoder_reads_encoded_images(graph, tmp_path,
     np.testing.assert_array_equal(decoded_image, image)
   else:
     assert abs(decoded_image[:, :, 0].mean() - 200) < 5
+
+
+def _equality_enabled():
+  # pylint: disable=protected-access
+  from tensorflow.python.framework import tensor as tensor_lib
+  return tensor_lib.Tensor._USE_EQUALITY
+
+
+def test_identity_equality_is_scoped_to_graph_building(graph):
+  assert _equality_enabled()
+  a = tf.constant(1.0)
+  b = tf.constant(1.0)
+  with slim_compat.identity_equality():
+    assert not _equality_enabled()
+    # In a graph, comparison was by identity anyway.
+    assert a is not b and a != b and a == a  # pylint: disable=comparison-with-itself
+    assert len({a, b, a}) == 2
+  assert _equality_enabled()
+
+
+def test_identity_equality_leaves_eager_comparison_alone():
+  with slim_compat.identity_equality():
+    assert _equality_enabled()
+    assert bool(tf.reduce_all(tf.constant([1, 2]) == tf.constant([1, 2])))
