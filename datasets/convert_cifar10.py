@@ -51,10 +51,8 @@ def _records(archive, coder, members):
 
 
 def output_paths(dataset_dir):
-  paths = {split: os.path.join(dataset_dir, cifar10.SPEC.file_pattern % split)
-           for split in SPLITS_TO_BATCHES}
-  paths['labels'] = os.path.join(dataset_dir, dataset_utils.LABELS_FILENAME)
-  return paths
+  return dataset_utils.one_file_per_split_paths(
+      dataset_dir, cifar10.SPEC.file_pattern, SPLITS_TO_BATCHES)
 
 
 def run(dataset_dir, source_dir=None):

@@ -44,10 +44,8 @@ def load_split_source():
 
 def output_paths(dataset_dir):
   """The files `run` writes: {'train': ..., 'test': ..., 'labels': ...}."""
-  paths = {split: os.path.join(dataset_dir, digits.SPEC.file_pattern % split)
-           for split in ('train', 'test')}
-  paths['labels'] = os.path.join(dataset_dir, dataset_utils.LABELS_FILENAME)
-  return paths
+  return dataset_utils.one_file_per_split_paths(
+      dataset_dir, digits.SPEC.file_pattern, ('train', 'test'))
 
 
 def run(dataset_dir):

@@ -61,10 +61,8 @@ def _records(coder, images_path, labels_path):
 
 
 def output_paths(dataset_dir):
-  paths = {split: os.path.join(dataset_dir, mnist.SPEC.file_pattern % split)
-           for split in SOURCE_FILES}
-  paths['labels'] = os.path.join(dataset_dir, dataset_utils.LABELS_FILENAME)
-  return paths
+  return dataset_utils.one_file_per_split_paths(
+      dataset_dir, mnist.SPEC.file_pattern, SOURCE_FILES)
 
 
 def run(dataset_dir, source_dir=None):
