@@ -18,12 +18,10 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from datasets import dataset_factory
 from datasets import input_pipeline
 from deployment.slim_compat import slim, tf
-from nets import nets_factory
-from preprocessing import preprocessing_factory
 from training import fine_tune
+from training import lookup
 from training.errors import UsageError
 from training.errors import call_for_flag
 
@@ -67,19 +65,8 @@ def evaluate():
     raise UsageError('--batch_size must be >= 1, got %d' % FLAGS.batch_size)
   checkpoint = fine_tune.resolve_checkpoint(FLAGS.checkpoint_path)
   with tf.Graph().as_default():
-    dataset_flags = '--dataset_name=%s --dataset_split_name=%s' % (
-        FLAGS.dataset_name, FLAGS.dataset_split_name)
-    dataset = call_for_flag(dataset_flags, dataset_factory.get_dataset,
-                            FLAGS.dataset_name, FLAGS.dataset_split_name,
-                            FLAGS.dataset_dir)
-    num_classes = dataset.num_classes - FLAGS.labels_offset
-    network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
-                               FLAGS.model_name, num_classes=num_classes,
-                               is_training=False)
-    preprocess_fn = call_for_flag(
-        '--preprocessing_name', preprocessing_factory.get_preprocessing,
-        FLAGS.preprocessing_name or FLAGS.model_name, is_training=False,
-        use_grayscale=FLAGS.use_grayscale)
+    dataset, num_classes, network_fn, preprocess_fn = (
+        lookup.model_and_data(FLAGS, is_training=False))
     image_size = FLAGS.eval_image_size or network_fn.default_image_size
     batches = input_pipeline.BatchQueue(call_for_flag(
         '--dataset_dir=%s' % FLAGS.dataset_dir, input_pipeline.make_dataset,

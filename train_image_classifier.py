@@ -24,16 +24,14 @@ import sys
 
 from absl import app
 
-from datasets import dataset_factory
 from datasets import input_pipeline
 from datasets import tfrecord_check
 from deployment import cluster
 from deployment import model_deploy
 from deployment.slim_compat import slim, tf
-from nets import nets_factory
-from preprocessing import preprocessing_factory
 from training import fine_tune
 from training import hooks
+from training import lookup
 from training import optimizers
 from training import replica_session
 from training import schedule
@@ -96,21 +94,8 @@ def build(config, num_workers=1):
   Raises:
     UsageError: for a bad flag or input file, before anything is written.
   """
-  dataset_flags = '--dataset_name=%s --dataset_split_name=%s' % (
-      FLAGS.dataset_name, FLAGS.dataset_split_name)
-  dataset = call_for_flag(dataset_flags, dataset_factory.get_dataset,
-                          FLAGS.dataset_name, FLAGS.dataset_split_name,
-                          FLAGS.dataset_dir)
-  num_classes = dataset.num_classes - FLAGS.labels_offset
-  network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
-                             FLAGS.model_name, num_classes=num_classes,
-                             weight_decay=FLAGS.weight_decay,
-                             is_training=True)
-  preprocessing_name = FLAGS.preprocessing_name or FLAGS.model_name
-  preprocess_fn = call_for_flag('--preprocessing_name',
-                                preprocessing_factory.get_preprocessing,
-                                preprocessing_name, is_training=True,
-                                use_grayscale=FLAGS.use_grayscale)
+  dataset, num_classes, network_fn, preprocess_fn = lookup.model_and_data(
+      FLAGS, is_training=True, weight_decay=FLAGS.weight_decay)
   plan = schedule.make_batch_plan(
       FLAGS.batch_size, FLAGS.num_clones, dataset.num_samples,
       FLAGS.num_epochs_per_decay, FLAGS.sync_replicas,
