@@ -32,11 +32,11 @@ sparse gradients stay sparse when summed; summaries are placed on the CPU.
 """
 
 import collections
-import numbers
 
 from deployment import device_placement
 from deployment import gradients
 from deployment import slim_compat
+from deployment.deployment_config import DeploymentConfig
 from deployment.slim_compat import tf
 
 __all__ = [
@@ -52,172 +52,6 @@ Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
 # deployment's summaries (None when there are none).
 DeployedModel = collections.namedtuple(
     'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
-
-
-def _check_int(name, value, minimum):
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-    raise TypeError('%s must be an integer, got %r' % (name, value))
-  if value < minimum:
-    raise ValueError('%s must be >= %d, got %d' % (name, minimum, value))
-
-
-class DeploymentConfig:
-  """Where each part of a deployed model runs.
-
-  Args:
-    num_clones: model copies per replica (one per GPU, or on the CPU).
-    clone_on_cpu: put every clone on CPU:0 instead of GPU:<i>.
-    replica_id: index of this replica (worker task), in [0, num_replicas).
-    num_replicas: number of worker tasks training together.
-    num_ps_tasks: number of parameter-server tasks; 0 keeps variables on the
-      worker's CPU.
-    worker_job_name: cluster job name of the workers.
-    ps_job_name: cluster job name of the parameter servers.
-    ps_strategy: how variables are spread over ps tasks: 'round_robin'
-      (upstream behaviour) or 'by_size' (each variable to the task with the
-      fewest bytes so far).
-
-  Raises:
-    ValueError, TypeError: for a value out of range, naming it.
-  """
-
-  def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0,
-               num_replicas=1, num_ps_tasks=0, worker_job_name='worker',
-               ps_job_name='ps', ps_strategy='round_robin'):
-    _check_int('num_clones', num_clones, 1)
-    _check_int('num_replicas', num_replicas, 1)
-    _check_int('num_ps_tasks', num_ps_tasks, 0)
-    _check_int('replica_id', replica_id, 0)
-    if replica_id >= num_replicas:
-      raise ValueError(
-          'replica_id must be in [0, num_replicas=%d), got %d'
-          % (num_replicas, replica_id))
-    if num_replicas > 1 and num_ps_tasks == 0:
-      raise ValueError(
-          'num_replicas=%d needs parameter servers: set num_ps_tasks >= 1'
-          % num_replicas)
-    if num_ps_tasks > 0:
-      for flag, job in (('worker_job_name', worker_job_name),
-                        ('ps_job_name', ps_job_name)):
-        if not job or not isinstance(job, str):
-          raise ValueError('%s must be a non-empty string when num_ps_tasks '
-                           '> 0, got %r' % (flag, job))
-    if ps_strategy not in device_placement.PS_STRATEGIES:
-      raise ValueError('ps_strategy must be one of %s, got %r' % (
-          ', '.join(device_placement.PS_STRATEGIES), ps_strategy))
-    self._num_clones = num_clones
-    self._clone_on_cpu = bool(clone_on_cpu)
-    self._replica_id = replica_id
-    self._num_replicas = num_replicas
-    self._num_ps_tasks = num_ps_tasks
-    self._worker_job_name = worker_job_name
-    self._ps_job_name = ps_job_name
-    self._ps_strategy = ps_strategy
-    if num_ps_tasks == 0:
-      self._worker_device = ''
-      self._ps_device = ''
-    else:
-      self._ps_device = '/job:' + ps_job_name
-      self._worker_device = '/job:' + worker_job_name
-      # Without the task, every replica's clones would resolve to whichever
-      # worker task the placer picks first (an upstream bug).
-      if num_replicas > 1:
-        self._worker_device += '/task:%d' % replica_id
-
-  @property
-  def num_clones(self):
-    return self._num_clones
-
-  @property
-  def clone_on_cpu(self):
-    return self._clone_on_cpu
-
-  @property
-  def replica_id(self):
-    return self._replica_id
-
-  @property
-  def num_replicas(self):
-    return self._num_replicas
-
-  @property
-  def num_ps_tasks(self):
-    return self._num_ps_tasks
-
-  @property
-  def ps_device(self):
-    return self._ps_device
-
-  @property
-  def worker_device(self):
-    return self._worker_device
-
-  @property
-  def ps_strategy(self):
-    return self._ps_strategy
-
-  @property
-  def is_chief(self):
-    return self._replica_id == 0
-
-  def __repr__(self):
-    return ('DeploymentConfig(num_clones=%d, clone_on_cpu=%s, replica_id=%d, '
-            'num_replicas=%d, num_ps_tasks=%d)' % (
-                self._num_clones, self._clone_on_cpu, self._replica_id,
-                self._num_replicas, self._num_ps_tasks))
-
-  def _check_clone_index(self, clone_index):
-    if isinstance(clone_index, bool) or not isinstance(
-        clone_index, numbers.Integral) or not (
-            0 <= clone_index < self._num_clones):
-      raise ValueError('clone_index must be in [0, num_clones=%d), got %r'
-                       % (self._num_clones, clone_index))
-
-  def clone_device(self, clone_index):
-    """Device of clone `clone_index`, e.g. '/job:worker/device:GPU:1'."""
-    self._check_clone_index(clone_index)
-    if self._clone_on_cpu:
-      return self._worker_device + '/device:CPU:0'
-    return self._worker_device + '/device:GPU:%d' % clone_index
-
-  def clone_scope(self, clone_index):
-    """Name scope of clone `clone_index`: '' for a single clone."""
-    self._check_clone_index(clone_index)
-    if self._num_clones == 1:
-      return ''
-    return 'clone_%d' % clone_index
-
-  def optimizer_device(self):
-    """Device for the optimizer's ops: the worker's CPU."""
-    return self._worker_device + '/device:CPU:0'
-
-  def inputs_device(self):
-    """Device for the input pipeline: the worker's CPU."""
-    return self._worker_device + '/device:CPU:0'
-
-  def variables_device(self):
-    """Device (string or device function) for the model's variables.
-
-    Without ps tasks: '/device:CPU:0'. With ps tasks: a device function that
-    gives each variable op a ps task (see `ps_strategy`) and leaves every
-    other op's device unchanged. Each call returns a new function whose
-    round-robin starts again at task 0.
-    """
-    if self._num_ps_tasks == 0:
-      return '/device:CPU:0'
-    return device_placement.PsDeviceChooser(
-        self._num_ps_tasks, job=self._ps_device, device='/device:CPU:0',
-        strategy=self._ps_strategy)
-
-  def caching_device(self):
-    """Where variable reads are cached: None on one machine.
-
-    With ps tasks, a function that places a variable's read on the device of
-    the op that reads it, so each worker reads a variable once per step.
-    """
-    if self._num_ps_tasks > 0:
-      return lambda op: op.device
-    return None
 
 
 def _placing_variables_on(device):
@@ -395,46 +229,125 @@ def _gradient_summaries(grads_and_vars):
 
 
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
-           summarize_gradients=False):
+           summarize_gradients=False, var_list=None, update_ops=None,
+           variable_averages=None, variables_to_average=None,
+           summaries=None):
   """Builds the clones, their losses and (with an optimizer) the train op.
 
   The update ops (e.g. batch-norm moving averages) of the first clone run
-  with every step. The global step is created on the variables device.
+  with every step. The global step is created on the variables device, or
+  reused if it exists.
+
+  The arguments after `summarize_gradients` are new (upstream had none);
+  their defaults give upstream's result. Those that name variables may be
+  functions without arguments: deploy calls them once the clones are built,
+  when the model's variables exist.
+
+  Example, a training script's deployment with sync replicas and moving
+  averages of the weights:
+
+    optimizer = tf.train.SyncReplicasOptimizer(
+        tf.train.MomentumOptimizer(rate, 0.9), replicas_to_aggregate=2,
+        total_num_replicas=2)
+    model = model_deploy.deploy(
+        config, clone_fn, optimizer=optimizer,
+        var_list=lambda: slim.get_trainable_variables('InceptionV3/Logits'),
+        variable_averages=tf.train.ExponentialMovingAverage(0.9999, step))
+    hook = optimizer.make_session_run_hook(config.is_chief)
 
   Args:
     config: a DeploymentConfig.
     model_fn: see `create_clones`.
     args: positional arguments for model_fn.
     kwargs: keyword arguments for model_fn.
-    optimizer: a tf.compat.v1.train.Optimizer, or None to build only the
-      losses (for evaluation).
+    optimizer: a tf.compat.v1.train.Optimizer, possibly a
+      tf.train.SyncReplicasOptimizer, or None to build only the losses (for
+      evaluation).
     summarize_gradients: add a histogram and a norm summary per gradient.
+    var_list: the variables to train (a list, or a function returning one);
+      None trains every trainable variable.
+    update_ops: more ops to run with every step (a list, or a function
+      returning one), besides the first clone's UPDATE_OPS.
+    variable_averages: a tf.train.ExponentialMovingAverage to apply to
+      `variables_to_average` after each update. With a SyncReplicasOptimizer
+      it is applied once per global step, by the chief (as upstream's
+      script did); otherwise with every step.
+    variables_to_average: a list, or a function returning one; None: the
+      model variables (slim.get_model_variables()).
+    summaries: more summary tensors to merge into `summary_op`.
 
   Returns:
     A DeployedModel. `train_op` (named 'train_op', None without optimizer)
     runs the update ops and the gradient step and yields the total loss;
-    `summary_op` merges the first clone's summaries and the loss summaries,
-    all placed on the CPU.
+    `summary_op` merges the summaries of the graph and of the first clone,
+    the loss summaries and `summaries`, all placed on the CPU.
+
+  Raises:
+    ValueError: no clone has a loss; variable_averages without an
+      optimizer, with nothing to average, or given twice (to deploy and to
+      the SyncReplicasOptimizer).
   """
+  if variable_averages is not None and optimizer is None:
+    raise ValueError('variable_averages needs an optimizer: averages are '
+                     'applied after each update')
   with slim_compat.identity_equality():
     return _deploy(config, model_fn, args, kwargs, optimizer,
-                   summarize_gradients)
+                   summarize_gradients, var_list, update_ops,
+                   variable_averages, variables_to_average, summaries or [])
 
 
-def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients):
+def _called(value):
+  """`value()` if it is a function, else `value` (None stays None)."""
+  return value() if callable(value) else value
+
+
+def _average_variables(optimizer, variable_averages, variables_to_average):
+  """Arranges the averages; returns the update ops to run with every step."""
+  if variables_to_average is None:
+    variables_to_average = tf.get_collection(tf.GraphKeys.MODEL_VARIABLES)
+  variables_to_average = list(_called(variables_to_average))
+  if not variables_to_average:
+    raise ValueError(
+        'variable_averages: no variables to average; model_fn created no '
+        'model variables (slim layers add theirs), so pass '
+        'variables_to_average')
+  if not isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+    return [variable_averages.apply(variables_to_average)]
+  # SyncReplicasOptimizer applies its averages in the chief's queue runner,
+  # after each aggregated update; it takes the variables only at
+  # construction, before the clones (and so the variables) exist.
+  if optimizer._variable_averages is not None:  # pylint: disable=protected-access
+    raise ValueError('variable_averages given both to deploy() and to the '
+                     'SyncReplicasOptimizer; give it to deploy() only')
+  optimizer._variable_averages = variable_averages  # pylint: disable=protected-access
+  optimizer._variables_to_average = variables_to_average  # pylint: disable=protected-access
+  return []
+
+
+def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients,
+            var_list, extra_update_ops, variable_averages,
+            variables_to_average, extra_summaries):
   summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
+  summaries.update(extra_summaries)
   with tf.device(config.variables_device()):
     global_step = tf.train.get_or_create_global_step()
 
   clones = create_clones(config, model_fn, args, kwargs)
   first_clone = clones[0]
   update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
+  update_ops += list(_called(extra_update_ops) or [])
 
   train_op = None
   with tf.device(config.optimizer_device()):
     if optimizer is not None:
+      if variable_averages is not None:
+        update_ops += _average_variables(optimizer, variable_averages,
+                                         variables_to_average)
+      compute_kwargs = {}
+      if var_list is not None:
+        compute_kwargs['var_list'] = list(_called(var_list))
       total_loss, grads_and_vars, clone_losses, regularization_loss = (
-          _optimize_clones(clones, optimizer, None))
+          _optimize_clones(clones, optimizer, None, **compute_kwargs))
       if summarize_gradients:
         summaries.update(_gradient_summaries(grads_and_vars))
       apply_op = optimizer.apply_gradients(grads_and_vars,

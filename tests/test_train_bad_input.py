@@ -7,8 +7,10 @@ from absl.testing import flagsaver
 import pytest
 
 import train_image_classifier
+from training import run_config
 from training.errors import UsageError
 from training.flags import FLAGS
+from tests.script_runner import run_script
 
 
 
@@ -28,35 +30,12 @@ def _run(train_dir, **flag_values):
                 train_dir=train_dir, max_number_of_steps=1)
   values.update(flag_values)
   with flagsaver.flagsaver():
+    FLAGS.unparse_flags()
     FLAGS(['train_image_classifier.py'])
     for name, value in values.items():
       setattr(FLAGS, name, value)
-    train_image_classifier.run()
-
-
-@pytest.mark.parametrize('flag_values,message', [
-    (dict(dataset_name='imagenet22k'),
-     "--dataset_name=imagenet22k --dataset_split_name=train: unknown dataset name 'imagenet22k'; known "
-     'datasets: cifar10, digits, flowers, folder, imagenet, mnist, synthetic'),
-    (dict(model_name='lenet5'), "unknown network name 'lenet5'.*lenet"),
-    (dict(optimizer='adamw'),
-     '--optimizer=adamw is not known; use one of adadelta, adagrad, adam, '
-     'ftrl, momentum, rmsprop, sgd'),
-    (dict(learning_rate_decay_type='cosine'),
-     '--learning_rate_decay_type=cosine is not known'),
-    (dict(preprocessing_name='lenet5'), "--preprocessing_name: .*'lenet5'"),
-    (dict(batch_size=0), '--batch_size must be >= 1 .*got 0'),
-    (dict(num_clones=0), 'num_clones must be >= 1, got 0'),
-    (dict(quantize_delay=0), '--quantize_delay=0: .*tf.contrib.quantize'),
-    (dict(dataset_split_name='validation'),
-     "split 'validation' is not a split of dataset 'digits'; valid splits: "
-     'test, train'),
-])
-def test_bad_flag_is_named(digits_dir, tmp_path, flag_values, message):
-  train_dir = str(tmp_path / 'train')
-  with pytest.raises(UsageError, match=message):
-    _run(train_dir, dataset_dir=digits_dir, **flag_values)
-  assert not os.path.exists(train_dir)
+    snapshot = run_config.FlagSnapshot.of(FLAGS)
+  train_image_classifier.run(run_config.from_flags(snapshot, environ={}))
 
 
 def test_missing_dataset_dir_says_how_to_create_it(tmp_path):
@@ -113,7 +92,120 @@ def test_sync_replicas_aggregating_more_than_the_workers(digits_dir,
                                                           tmp_path):
   train_dir = str(tmp_path / 'train')
   with pytest.raises(UsageError, match='--replicas_to_aggregate=3 is more '
-                     'than the 2 worker replicas'):
+                     'than the 2 worker'):
     _run(train_dir, dataset_dir=digits_dir, sync_replicas=True,
          replicas_to_aggregate=3, worker_replicas=2, num_ps_tasks=1)
   assert not os.path.exists(train_dir)
+
+
+# Every case the README lists, as a user meets it: a subprocess, exit 2, one
+# 'error:' line naming the value, no traceback, nothing written.
+README_CASES = {
+    'unknown dataset': (['--dataset_name=imagenet22k'],
+                        "error: --dataset_name=imagenet22k "
+                        "--dataset_split_name=train: unknown dataset name"),
+    'unknown model': (['--model_name=lenet5'],
+                      "error: --model_name: unknown network name 'lenet5'"),
+    'unknown optimizer': (['--optimizer=adamw'],
+                          'error: --optimizer=adamw is not known; use one of '
+                          'adadelta, adagrad, adam, ftrl, momentum, rmsprop, '
+                          'sgd'),
+    'unknown decay type': (['--learning_rate_decay_type=cosine'],
+                           'error: --learning_rate_decay_type=cosine is not '
+                           'known; use one of exponential, fixed, '
+                           'polynomial'),
+    'unknown preprocessing': (['--preprocessing_name=lenet5'],
+                              'error: --preprocessing_name: '),
+    'missing dataset_dir': (['--dataset_dir=/nonexistent/digits'],
+                            'error: --dataset_name=digits '
+                            '--dataset_split_name=train: '),
+    'missing split files': (['--dataset_split_name=validation'],
+                            "error: --dataset_name=digits "
+                            "--dataset_split_name=validation: split "
+                            "'validation' is not a split of dataset 'digits'"),
+    'batch_size below 1': (['--batch_size=0'],
+                           'error: --batch_size must be >= 1 (examples per '
+                           'clone), got 0'),
+    'num_clones below 1': (['--num_clones=0'],
+                           'error: --num_clones must be >= 1, got 0'),
+    'missing checkpoint_path': (['--checkpoint_path=/nonexistent/model.ckpt-1'],
+                                'error: --checkpoint_path=/nonexistent/'
+                                'model.ckpt-1 does not exist'),
+}
+
+
+def _script_flags(dataset_dir, train_dir, *extra):
+  return ['--dataset_name=digits', '--dataset_dir=%s' % dataset_dir,
+          '--model_name=lenet', '--clone_on_cpu', '--max_number_of_steps=1',
+          '--train_dir=%s' % train_dir] + list(extra)
+
+
+def _assert_usage_error(result, expected_line, train_dir):
+  assert result.returncode == 2, result.stdout[-3000:]
+  assert 'Traceback' not in result.stdout
+  errors = [l for l in result.stdout.splitlines() if l.startswith('error: ')]
+  assert len(errors) == 1, errors
+  assert errors[0].startswith(expected_line), errors[0]
+  assert not os.path.exists(train_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', sorted(README_CASES))
+def test_readme_bad_input_exits_2_in_a_subprocess(digits_dir, tmp_path, case):
+  extra, expected_line = README_CASES[case]
+  train_dir = str(tmp_path / 'train')
+  flags = _script_flags(digits_dir, train_dir)
+  # A later flag wins, so the case's value replaces the default one.
+  result = run_script('train_image_classifier.py', *(flags + extra))
+  _assert_usage_error(result, expected_line, train_dir)
+
+
+@pytest.mark.slow
+def test_corrupt_tfrecord_exits_2_naming_the_file(corrupt_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  result = run_script('train_image_classifier.py',
+                      *_script_flags(corrupt_dir, train_dir))
+  _assert_usage_error(
+      result, 'error: --dataset_dir=%s: corrupt TFRecord file %s' % (
+          corrupt_dir, os.path.join(corrupt_dir, 'digits_train.tfrecord')),
+      train_dir)
+
+
+@pytest.mark.slow
+def test_several_bad_flags_are_all_reported(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  result = run_script('train_image_classifier.py', *_script_flags(
+      digits_dir, train_dir, '--batch_size=0', '--optimizer=adamw',
+      '--num_clones=0'))
+  assert result.returncode == 2
+  assert [l for l in result.stdout.splitlines() if l.startswith('error: ')] == [
+      'error: --batch_size must be >= 1 (examples per clone), got 0',
+      'error: --num_clones must be >= 1, got 0',
+      'error: --optimizer=adamw is not known; use one of adadelta, adagrad, '
+      'adam, ftrl, momentum, rmsprop, sgd',
+  ]
+  assert not os.path.exists(train_dir)
+
+
+@pytest.mark.slow
+def test_eval_on_a_record_corrupt_mid_file_exits_2_naming_it(digits_dir,
+                                                             tmp_path):
+  # A checkpoint to evaluate: one training step.
+  train_dir = str(tmp_path / 'train')
+  result = run_script('train_image_classifier.py',
+                      *_script_flags(digits_dir, train_dir))
+  assert result.returncode == 0, result.stdout[-3000:]
+  data = tmp_path / 'data'
+  shutil.copytree(digits_dir, str(data))
+  test_file = str(data / 'digits_test.tfrecord')
+  size = os.path.getsize(test_file)
+  with open(test_file, 'r+b') as f:
+    f.seek(size // 2)
+    f.write(b'\x00' * 64)  # Breaks a record's CRC half-way through the file.
+  result = run_script('eval_image_classifier.py', '--dataset_name=digits',
+                      '--dataset_dir=%s' % data, '--model_name=lenet',
+                      '--checkpoint_path=%s' % train_dir,
+                      '--eval_dir=%s' % (tmp_path / 'eval'))
+  assert result.returncode == 2, result.stdout[-3000:]
+  assert 'Traceback' not in result.stdout
+  assert 'error: corrupt TFRecord file(s): %s: ' % test_file in result.stdout

@@ -1,5 +1,7 @@
 """Flags of train_image_classifier.py, under the upstream Slim names.
 
+The flags it shares with the evaluation script are in common_flags.
+
 Upstream defaults are kept. Flags that differ from upstream:
   --batch_size       still per clone; the start-up log prints the global batch.
   --num_epochs_per_decay, --warmup_epochs
@@ -13,8 +15,9 @@ Upstream defaults are kept. Flags that differ from upstream:
 
 from absl import flags
 
+from training import common_flags  # pylint: disable=unused-import
+
 # Deployment.
-flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory where checkpoints and event logs are written.')
 flags.DEFINE_integer('num_clones', 1, 'Number of model clones to deploy.')
@@ -24,8 +27,6 @@ flags.DEFINE_integer('num_ps_tasks', 0,
                      'Number of parameter servers; 0 keeps variables local.')
 flags.DEFINE_integer('num_readers', 4,
                      'Number of files read in parallel.')
-flags.DEFINE_integer('num_preprocessing_threads', 4,
-                     'Number of parallel decode/preprocess calls.')
 flags.DEFINE_integer('log_every_n_steps', 10,
                      'How often (in steps) progress is logged.')
 flags.DEFINE_integer('save_summaries_secs', 600,
@@ -78,27 +79,14 @@ flags.DEFINE_bool('sync_replicas', False,
 flags.DEFINE_integer('replicas_to_aggregate', 1,
                      'Number of replica gradients aggregated per global step '
                      '(sync replicas).')
-flags.DEFINE_float('moving_average_decay', None,
-                   'Decay of the exponential moving average of the model '
-                   'variables; None: no moving average.')
 
 # Dataset and model.
-flags.DEFINE_string('dataset_name', 'imagenet', 'The name of the dataset.')
 flags.DEFINE_string('dataset_split_name', 'train', 'The split to train on.')
-flags.DEFINE_string('dataset_dir', None, 'Directory of the dataset files.')
-flags.DEFINE_integer('labels_offset', 0,
-                     'Subtracted from the labels (1 for imagenet models '
-                     'trained without the background class).')
-flags.DEFINE_string('model_name', 'inception_v3', 'The network to train.')
-flags.DEFINE_string('preprocessing_name', None,
-                    'Preprocessing; None: the one of --model_name.')
 flags.DEFINE_integer('batch_size', 32, 'Examples per clone per step.')
 flags.DEFINE_integer('train_image_size', None,
                      'Train image size; None: the network default.')
 flags.DEFINE_integer('max_number_of_steps', None,
                      'The maximum number of training steps.')
-flags.DEFINE_bool('use_grayscale', False,
-                  'Convert images to grayscale before preprocessing.')
 
 # Fine-tuning.
 flags.DEFINE_string('checkpoint_path', None,

@@ -13,44 +13,53 @@ class NonFiniteWeightsError(RuntimeError):
 class ProgressLogHook(tf.train.SessionRunHook):
   """Logs step, loss, learning rate, examples/sec and time left.
 
+  Rates come from the global step, so they are those of the whole run (all
+  workers): examples/sec = global steps per second x the global batch of
+  the BatchPlan (which counts the replicas a sync step aggregates). The
+  first window starts after this process's first step, which also pays for
+  the session's start-up.
+
   Args:
     loss: the total loss tensor.
     learning_rate: the learning-rate tensor.
-    examples_per_step: examples this process consumes per step.
-    every_n_steps: log period in steps.
-    last_step: the step training stops at (None: unknown).
+    global_batch_size: examples one global step consumes.
+    every_n_steps: log period, in steps of this process.
+    last_step: the global step training stops at (None: unknown).
     log_fn: where lines go (tf.logging.info by default).
   """
 
-  def __init__(self, loss, learning_rate, examples_per_step, every_n_steps,
+  def __init__(self, loss, learning_rate, global_batch_size, every_n_steps,
                last_step=None, log_fn=None):
     self._fetches = {'loss': loss, 'learning_rate': learning_rate,
                      'step': tf.train.get_global_step()}
-    self._examples_per_step = examples_per_step
+    self._global_batch_size = global_batch_size
     self._every_n_steps = max(1, every_n_steps)
     self._last_step = last_step
     self._log = log_fn or tf.logging.info
     self._local_steps = 0
-    self._window_start = None
+    self._window = None  # (time, global step) where the window began.
 
   def before_run(self, run_context):
-    if self._window_start is None:
-      self._window_start = time.time()
     return tf.train.SessionRunArgs(self._fetches)
 
   def after_run(self, run_context, run_values):
+    values = run_values.results
+    now = time.time()
     self._local_steps += 1
+    if self._window is None:
+      self._window = (now, values['step'])
+      return
     if self._local_steps % self._every_n_steps:
       return
-    now = time.time()
-    seconds_per_step = (now - self._window_start) / self._every_n_steps
-    self._window_start = now
-    values = run_values.results
+    start_time, start_step = self._window
+    self._window = (now, values['step'])
+    steps_per_second = (values['step'] - start_step) / max(
+        now - start_time, 1e-9)
     line = 'step %d: loss = %.4f, learning rate = %.6g, %.1f examples/sec' % (
         values['step'], values['loss'], values['learning_rate'],
-        self._examples_per_step / max(seconds_per_step, 1e-9))
-    if self._last_step:
-      left = max(0, self._last_step - values['step']) * seconds_per_step
+        steps_per_second * self._global_batch_size)
+    if self._last_step and steps_per_second > 0:
+      left = max(0, self._last_step - values['step']) / steps_per_second
       line += ', %s left' % _format_duration(left)
     self._log(line)
 
@@ -84,3 +93,28 @@ class FiniteWeightsGuard(tf.train.CheckpointSaverListener):
           'weights became NaN or infinite at step %d; the checkpoint was not '
           'saved. Lower --learning_rate or check the input data.'
           % global_step_value)
+
+
+def session_hooks(total_loss, is_chief, chief_hooks, hooks):
+  """All hooks of a training session, in the order they must run.
+
+  MonitoredSession calls `after_run` hook by hook, in list order, and an
+  exception stops the rest and skips every `end` (where the checkpoint
+  saver writes its final checkpoint). The NaN-loss hook therefore comes
+  first: on a step whose loss is NaN it raises before the checkpoint and
+  summary hooks see that step. The chief's hooks are passed here rather
+  than as MonitoredTrainingSession's `chief_only_hooks`, which runs them
+  before all others. Weights that became non-finite while the loss was
+  still finite are kept out of checkpoints by FiniteWeightsGuard.
+
+  Args:
+    total_loss: the loss tensor to watch.
+    is_chief: whether `chief_hooks` (checkpoints, summaries) are wanted.
+    chief_hooks: hooks of the chief only.
+    hooks: hooks of every worker.
+
+  Returns:
+    The list of hooks to pass as MonitoredTrainingSession's `hooks`.
+  """
+  nan_hook = tf.train.NanTensorHook(total_loss, fail_on_nan_loss=True)
+  return [nan_hook] + (list(chief_hooks) if is_chief else []) + list(hooks)

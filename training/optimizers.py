@@ -1,7 +1,6 @@
 """The optimizers of the upstream `--optimizer` flag."""
 
 from deployment.slim_compat import tf
-from training.errors import UsageError
 
 
 def _adadelta(rate, f):
@@ -54,12 +53,6 @@ OPTIMIZERS = {
 }
 
 
-def check_optimizer(name):
-  if name not in OPTIMIZERS:
-    raise UsageError('--optimizer=%s is not known; use one of %s'
-                     % (name, ', '.join(sorted(OPTIMIZERS))))
-
-
 def make_optimizer(name, rate, hyper_parameters):
   """Builds optimizer `name` with learning rate `rate`.
 
@@ -67,7 +60,10 @@ def make_optimizer(name, rate, hyper_parameters):
     name: one of OPTIMIZERS.
     rate: learning rate (float or tensor).
     hyper_parameters: an object with the upstream flag attributes
-      (adam_beta1, momentum, rmsprop_decay, opt_epsilon, ...), e.g. FLAGS.
+      (adam_beta1, momentum, rmsprop_decay, opt_epsilon, ...), e.g. the
+      flags of a RunConfig.
   """
-  check_optimizer(name)
+  if name not in OPTIMIZERS:
+    raise ValueError('optimizer must be one of %s, got %r'
+                     % (', '.join(sorted(OPTIMIZERS)), name))
   return OPTIMIZERS[name](rate, hyper_parameters)

@@ -17,7 +17,6 @@ every worker step is a global step of its own.
 import dataclasses
 
 from deployment.slim_compat import tf
-from training.errors import UsageError
 
 DECAY_TYPES = ('exponential', 'fixed', 'polynomial')
 
@@ -71,35 +70,12 @@ class BatchPlan:
 def make_batch_plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
                     sync_replicas=False, replicas_to_aggregate=1,
                     warmup_epochs=0.0):
-  """Validates the batch flags and returns the BatchPlan.
-
-  Raises:
-    UsageError: for a batch size, clone count or epoch count out of range.
-  """
-  if batch_size < 1:
-    raise UsageError('--batch_size must be >= 1 (examples per clone), got %d'
-                     % batch_size)
-  if num_clones < 1:
-    raise UsageError('--num_clones must be >= 1, got %d' % num_clones)
-  if num_epochs_per_decay <= 0:
-    raise UsageError('--num_epochs_per_decay must be > 0, got %g'
-                     % num_epochs_per_decay)
-  if warmup_epochs < 0:
-    raise UsageError('--warmup_epochs must be >= 0, got %g' % warmup_epochs)
-  if sync_replicas and replicas_to_aggregate < 1:
-    raise UsageError('--replicas_to_aggregate must be >= 1, got %d'
-                     % replicas_to_aggregate)
+  """The BatchPlan of the batch flags (validated by training.run_config)."""
   return BatchPlan(
       batch_size=batch_size, num_clones=num_clones,
       replicas_per_step=replicas_to_aggregate if sync_replicas else 1,
       num_samples=num_samples, num_epochs_per_decay=num_epochs_per_decay,
       warmup_epochs=warmup_epochs)
-
-
-def check_decay_type(decay_type):
-  if decay_type not in DECAY_TYPES:
-    raise UsageError('--learning_rate_decay_type=%s is not known; use one of '
-                     '%s' % (decay_type, ', '.join(DECAY_TYPES)))
 
 
 def learning_rate(plan, global_step, decay_type, initial, end=0.0001,
@@ -111,7 +87,9 @@ def learning_rate(plan, global_step, decay_type, initial, end=0.0001,
   fixed: initial. With warmup, the rate also rises linearly from 0 over
   the warmup steps (the smaller of the two rates applies).
   """
-  check_decay_type(decay_type)
+  if decay_type not in DECAY_TYPES:
+    raise ValueError('decay_type must be one of %s, got %r'
+                     % (', '.join(DECAY_TYPES), decay_type))
   step = tf.cast(global_step, tf.float32)
   if decay_type == 'exponential':
     rate = tf.train.exponential_decay(initial, global_step, plan.decay_steps,

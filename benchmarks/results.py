@@ -1,0 +1,69 @@
+"""Where benchmarks keep what they measured: benchmarks/results/<name>.md.
+
+Every result file starts with the machine it was measured on, so a figure
+quoted in the README can be traced to the run that produced it:
+
+  from results import machine_context, write_result   # next to the script
+  lines = ['| clones | s/step |', '|---:|---:|', '| 1 | 0.1002 |']
+  path = write_result('clone_overhead', 'Clone overhead', lines,
+                      command='benchmarks/clone_overhead.py --inter_op 0,1')
+"""
+
+import datetime
+from importlib import metadata
+import os
+import platform
+import sys
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           'results')
+
+
+def _cpu_model():
+  try:
+    with open('/proc/cpuinfo') as cpuinfo:
+      for line in cpuinfo:
+        if line.startswith('model name'):
+          return line.split(':', 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or 'unknown CPU'
+
+
+def _version(distribution):
+  try:
+    return metadata.version(distribution)
+  except metadata.PackageNotFoundError:
+    return 'not installed'
+
+
+def machine_context():
+  """Markdown list items describing this machine and the packages."""
+  return [
+      '- date (UTC): %s' % datetime.datetime.now(
+          datetime.timezone.utc).strftime('%Y-%m-%d %H:%M'),
+      '- CPU: %s, %d cores usable (os.cpu_count() = %d)' % (
+          _cpu_model(), len(os.sched_getaffinity(0)), os.cpu_count()),
+      '- TensorFlow %s, tf-slim %s, NumPy %s, Python %s' % (
+          _version('tensorflow'), _version('tf-slim'), _version('numpy'),
+          platform.python_version()),
+  ]
+
+
+def write_result(name, title, lines, command=None):
+  """Writes benchmarks/results/<name>.md; returns its path.
+
+  Args:
+    name: file name without extension, e.g. 'clone_overhead'.
+    title: the heading of the file.
+    lines: the Markdown body (tables, notes), one string per line.
+    command: how to reproduce it; default: this process's command line.
+  """
+  os.makedirs(RESULTS_DIR, exist_ok=True)
+  command = command or ' '.join(['python'] + sys.argv)
+  text = ['# %s' % title, '', 'Command: `%s`' % command, '',
+          '## Machine', ''] + machine_context() + [''] + list(lines)
+  path = os.path.join(RESULTS_DIR, name + '.md')
+  with open(path, 'w') as f:
+    f.write('\n'.join(text).rstrip('\n') + '\n')
+  return path

@@ -1,0 +1,173 @@
+"""Where each part of a deployed model runs: `DeploymentConfig`.
+
+Re-exported by `deployment.model_deploy`, whose upstream API it belongs to.
+"""
+
+import numbers
+
+from deployment import device_placement
+
+def _check_int(name, value, minimum):
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    raise TypeError('%s must be an integer, got %r' % (name, value))
+  if value < minimum:
+    raise ValueError('%s must be >= %d, got %d' % (name, minimum, value))
+
+
+class DeploymentConfig:
+  """Where each part of a deployed model runs.
+
+  Args:
+    num_clones: model copies per replica (one per GPU, or on the CPU).
+    clone_on_cpu: put every clone on CPU:0 instead of GPU:<i>.
+    replica_id: index of this replica (worker task), in [0, num_replicas).
+    num_replicas: number of worker tasks training together.
+    num_ps_tasks: number of parameter-server tasks; 0 keeps variables on the
+      worker's CPU.
+    worker_job_name: cluster job name of the workers.
+    ps_job_name: cluster job name of the parameter servers.
+    ps_strategy: how variables are spread over ps tasks: 'round_robin'
+      (upstream behaviour) or 'by_size' (each variable to the task with the
+      fewest bytes so far).
+
+  Raises:
+    ValueError, TypeError: for a value out of range, naming it.
+  """
+
+  def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0,
+               num_replicas=1, num_ps_tasks=0, worker_job_name='worker',
+               ps_job_name='ps', ps_strategy='round_robin'):
+    _check_int('num_clones', num_clones, 1)
+    _check_int('num_replicas', num_replicas, 1)
+    _check_int('num_ps_tasks', num_ps_tasks, 0)
+    _check_int('replica_id', replica_id, 0)
+    if replica_id >= num_replicas:
+      raise ValueError(
+          'replica_id must be in [0, num_replicas=%d), got %d'
+          % (num_replicas, replica_id))
+    if num_replicas > 1 and num_ps_tasks == 0:
+      raise ValueError(
+          'num_replicas=%d needs parameter servers: set num_ps_tasks >= 1'
+          % num_replicas)
+    if num_ps_tasks > 0:
+      for flag, job in (('worker_job_name', worker_job_name),
+                        ('ps_job_name', ps_job_name)):
+        if not job or not isinstance(job, str):
+          raise ValueError('%s must be a non-empty string when num_ps_tasks '
+                           '> 0, got %r' % (flag, job))
+    if ps_strategy not in device_placement.PS_STRATEGIES:
+      raise ValueError('ps_strategy must be one of %s, got %r' % (
+          ', '.join(device_placement.PS_STRATEGIES), ps_strategy))
+    self._num_clones = num_clones
+    self._clone_on_cpu = bool(clone_on_cpu)
+    self._replica_id = replica_id
+    self._num_replicas = num_replicas
+    self._num_ps_tasks = num_ps_tasks
+    self._worker_job_name = worker_job_name
+    self._ps_job_name = ps_job_name
+    self._ps_strategy = ps_strategy
+    if num_ps_tasks == 0:
+      self._worker_device = ''
+      self._ps_device = ''
+    else:
+      self._ps_device = '/job:' + ps_job_name
+      self._worker_device = '/job:' + worker_job_name
+      # Without the task, every replica's clones would resolve to whichever
+      # worker task the placer picks first (an upstream bug).
+      if num_replicas > 1:
+        self._worker_device += '/task:%d' % replica_id
+
+  @property
+  def num_clones(self):
+    return self._num_clones
+
+  @property
+  def clone_on_cpu(self):
+    return self._clone_on_cpu
+
+  @property
+  def replica_id(self):
+    return self._replica_id
+
+  @property
+  def num_replicas(self):
+    return self._num_replicas
+
+  @property
+  def num_ps_tasks(self):
+    return self._num_ps_tasks
+
+  @property
+  def ps_device(self):
+    return self._ps_device
+
+  @property
+  def worker_device(self):
+    return self._worker_device
+
+  @property
+  def ps_strategy(self):
+    return self._ps_strategy
+
+  @property
+  def is_chief(self):
+    return self._replica_id == 0
+
+  def __repr__(self):
+    return ('DeploymentConfig(num_clones=%d, clone_on_cpu=%s, replica_id=%d, '
+            'num_replicas=%d, num_ps_tasks=%d)' % (
+                self._num_clones, self._clone_on_cpu, self._replica_id,
+                self._num_replicas, self._num_ps_tasks))
+
+  def _check_clone_index(self, clone_index):
+    if isinstance(clone_index, bool) or not isinstance(
+        clone_index, numbers.Integral) or not (
+            0 <= clone_index < self._num_clones):
+      raise ValueError('clone_index must be in [0, num_clones=%d), got %r'
+                       % (self._num_clones, clone_index))
+
+  def clone_device(self, clone_index):
+    """Device of clone `clone_index`, e.g. '/job:worker/device:GPU:1'."""
+    self._check_clone_index(clone_index)
+    if self._clone_on_cpu:
+      return self._worker_device + '/device:CPU:0'
+    return self._worker_device + '/device:GPU:%d' % clone_index
+
+  def clone_scope(self, clone_index):
+    """Name scope of clone `clone_index`: '' for a single clone."""
+    self._check_clone_index(clone_index)
+    if self._num_clones == 1:
+      return ''
+    return 'clone_%d' % clone_index
+
+  def optimizer_device(self):
+    """Device for the optimizer's ops: the worker's CPU."""
+    return self._worker_device + '/device:CPU:0'
+
+  def inputs_device(self):
+    """Device for the input pipeline: the worker's CPU."""
+    return self._worker_device + '/device:CPU:0'
+
+  def variables_device(self):
+    """Device (string or device function) for the model's variables.
+
+    Without ps tasks: '/device:CPU:0'. With ps tasks: a device function that
+    gives each variable op a ps task (see `ps_strategy`) and leaves every
+    other op's device unchanged. Each call returns a new function whose
+    round-robin starts again at task 0.
+    """
+    if self._num_ps_tasks == 0:
+      return '/device:CPU:0'
+    return device_placement.PsDeviceChooser(
+        self._num_ps_tasks, job=self._ps_device, device='/device:CPU:0',
+        strategy=self._ps_strategy)
+
+  def caching_device(self):
+    """Where variable reads are cached: None on one machine.
+
+    With ps tasks, a function that places a variable's read on the device of
+    the op that reads it, so each worker reads a variable once per step.
+    """
+    if self._num_ps_tasks > 0:
+      return lambda op: op.device
+    return None

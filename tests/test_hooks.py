@@ -1,0 +1,172 @@
+"""training.hooks: what a NaN step may write, and the progress log."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from deployment.slim_compat import tf
+from training import hooks
+
+NAN_AT_STEP = 3
+
+
+def _checkpoint_steps(train_dir):
+  state = tf.train.get_checkpoint_state(train_dir)
+  if state is None:
+    return []
+  return sorted(int(path.rsplit('-', 1)[1])
+                for path in state.all_model_checkpoint_paths)
+
+
+def _summary_steps(train_dir, tag):
+  # After an exception nothing closes the writer: flush what it holds.
+  tf.summary.FileWriterCache.get(train_dir).flush()
+  steps = []
+  for path in glob.glob(os.path.join(train_dir, 'events.out.tfevents.*')):
+    for event in tf.train.summary_iterator(path):
+      if any(value.tag == tag for value in event.summary.value):
+        steps.append(event.step)
+  return sorted(steps)
+
+
+def _toy_training(nan_loss_at=None, nan_weights_at=None):
+  """A step that reads the global step, then increments it.
+
+  The loss is NaN when the step read is `nan_loss_at`; the weight becomes
+  NaN (the loss staying finite) when it is `nan_weights_at`.
+  """
+  global_step = tf.train.get_or_create_global_step()
+  weight = tf.get_variable('w', initializer=1.0)
+  step = global_step.read_value()
+  nan = tf.constant(np.nan, tf.float32)
+  loss = tf.identity(weight * 1.0, name='loss')
+  if nan_loss_at is not None:
+    loss = tf.where(tf.equal(step, nan_loss_at), nan, loss)
+  new_weight = weight - 0.1
+  if nan_weights_at is not None:
+    new_weight = tf.where(tf.equal(step, nan_weights_at), nan, new_weight)
+  # Both read the step before it is incremented.
+  with tf.control_dependencies([loss, new_weight]):
+    update = tf.group(tf.assign(weight, new_weight),
+                      tf.assign_add(global_step, 1))
+  with tf.control_dependencies([update]):
+    train_op = tf.identity(loss)
+  tf.summary.scalar('toy_loss', loss)
+  return train_op, loss, weight
+
+
+def _chief_hooks(train_dir, scaffold, weights):
+  return [
+      tf.train.CheckpointSaverHook(
+          train_dir, save_steps=1, scaffold=scaffold,
+          listeners=[hooks.FiniteWeightsGuard(weights)]),
+      tf.train.SummarySaverHook(save_steps=1, output_dir=train_dir,
+                                scaffold=scaffold),
+  ]
+
+
+def _train_until_error(train_dir, session_kwargs, train_op, steps=10):
+  with tf.train.MonitoredTrainingSession(
+      checkpoint_dir=train_dir, save_checkpoint_secs=None,
+      save_checkpoint_steps=None, save_summaries_steps=None,
+      save_summaries_secs=None, log_step_count_steps=None,
+      **session_kwargs) as session:
+    for _ in range(steps):
+      session.run(train_op)
+
+
+def test_nan_step_writes_neither_checkpoint_nor_summary(graph, tmp_path):
+  train_dir = str(tmp_path)
+  train_op, loss, weight = _toy_training(nan_loss_at=NAN_AT_STEP)
+  scaffold = tf.train.Scaffold(saver=tf.train.Saver())
+  ordered = hooks.session_hooks(loss, True,
+                                _chief_hooks(train_dir, scaffold, [weight]),
+                                [])
+  with pytest.raises(tf.train.NanLossDuringTrainingError):
+    _train_until_error(train_dir, dict(scaffold=scaffold, hooks=ordered),
+                       train_op)
+  # Runs 0..2 read steps 0..2; their checkpoints and summaries carry the
+  # incremented steps 1..3 (0 is the checkpoint of the initial weights).
+  # Run 3 has the NaN loss and leaves no trace.
+  assert _checkpoint_steps(train_dir) == [0, 1, 2, 3]
+  assert _summary_steps(train_dir, 'toy_loss') == [1, 2, 3]
+  latest = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert latest.get_tensor('w') == pytest.approx(0.7)
+
+
+def test_chief_only_hooks_would_save_the_nan_step(graph, tmp_path):
+  # What session_hooks avoids: MonitoredTrainingSession runs
+  # chief_only_hooks before the NaN hook, so the NaN step is saved.
+  train_dir = str(tmp_path)
+  train_op, loss, weight = _toy_training(nan_loss_at=NAN_AT_STEP)
+  scaffold = tf.train.Scaffold(saver=tf.train.Saver())
+  with pytest.raises(tf.train.NanLossDuringTrainingError):
+    _train_until_error(train_dir, dict(
+        scaffold=scaffold,
+        chief_only_hooks=_chief_hooks(train_dir, scaffold, [weight]),
+        hooks=[tf.train.NanTensorHook(loss)]), train_op)
+  assert _checkpoint_steps(train_dir) == [0, 1, 2, 3, 4]
+  assert _summary_steps(train_dir, 'toy_loss') == [1, 2, 3, 4]
+
+
+def test_non_finite_weights_are_never_checkpointed(graph, tmp_path):
+  train_dir = str(tmp_path)
+  train_op, loss, weight = _toy_training(nan_weights_at=2)
+  scaffold = tf.train.Scaffold(saver=tf.train.Saver())
+  ordered = hooks.session_hooks(loss, True,
+                                _chief_hooks(train_dir, scaffold, [weight]),
+                                [])
+  with pytest.raises(hooks.NonFiniteWeightsError,
+                     match='weights became NaN or infinite at step 3'):
+    _train_until_error(train_dir, dict(scaffold=scaffold, hooks=ordered),
+                       train_op)
+  assert _checkpoint_steps(train_dir) == [0, 1, 2]
+  latest = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert latest.get_tensor('w') == pytest.approx(0.8)
+
+
+def test_non_chief_gets_no_checkpoint_or_summary_hooks(graph):
+  loss = tf.constant(1.0)
+  chief_hook, worker_hook = tf.train.SessionRunHook(), tf.train.SessionRunHook()
+  chief = hooks.session_hooks(loss, True, [chief_hook], [worker_hook])
+  worker = hooks.session_hooks(loss, False, [chief_hook], [worker_hook])
+  assert isinstance(chief[0], tf.train.NanTensorHook)
+  assert chief[1:] == [chief_hook, worker_hook]
+  assert isinstance(worker[0], tf.train.NanTensorHook)
+  assert worker[1:] == [worker_hook]
+
+
+class _Clock:
+
+  def __init__(self):
+    self.now = 1000.0
+
+  def time(self):
+    return self.now
+
+
+def test_progress_log_rates_come_from_the_global_step(graph, monkeypatch):
+  clock = _Clock()
+  monkeypatch.setattr(hooks, 'time', clock)
+  tf.train.get_or_create_global_step()
+  lines = []
+  hook = hooks.ProgressLogHook(
+      tf.constant(0.5), tf.constant(0.01), global_batch_size=64,
+      every_n_steps=2, last_step=100,
+      log_fn=lambda fmt, *args: lines.append(fmt % args if args else fmt))
+  # Another worker also advances the global step: 3 global steps per local
+  # step, 2 seconds per local step.
+  for local_step in range(5):
+    values = {'loss': 0.5, 'learning_rate': 0.01, 'step': 3 * local_step}
+    hook.after_run(None, tf.train.SessionRunValues(values, None, None))
+    clock.now += 2.0
+  # Windows: local steps 1..2 (steps 0 -> 3 in 2 s) and 2..4 (3 -> 9 in 4 s);
+  # 1.5 global steps/s x 64 = 96 examples/sec.
+  assert lines == [
+      'step 3: loss = 0.5000, learning rate = 0.01, 96.0 examples/sec, '
+      '1m05s left',
+      'step 9: loss = 0.5000, learning rate = 0.01, 96.0 examples/sec, '
+      '1m01s left',
+  ]

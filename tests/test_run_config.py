@@ -1,0 +1,162 @@
+"""training.run_config: the flags and the cluster, validated once."""
+
+import json
+
+from absl.testing import flagsaver
+import pytest
+
+from training import run_config
+from training.errors import UsageError
+from training.flags import FLAGS
+
+NO_ENV = {}
+
+
+def parse(*argv):
+  """The FlagSnapshot of a command line, FLAGS left as it was."""
+  with flagsaver.flagsaver():
+    FLAGS.unparse_flags()
+    FLAGS(['train_image_classifier.py'] + list(argv))
+    return run_config.FlagSnapshot.of(FLAGS)
+
+
+def digits(digits_dir, *argv):
+  return parse('--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
+               '--model_name=lenet', '--train_dir=/unused', *argv)
+
+
+def tf_config(ps, workers, job, index):
+  return {'TF_CONFIG': json.dumps({
+      'cluster': {'ps': ps, 'worker': workers},
+      'task': {'type': job, 'index': index}})}
+
+
+PS = ['127.0.0.1:2220']
+WORKERS = ['127.0.0.1:2221', '127.0.0.1:2222']
+
+
+def test_single_machine_run(digits_dir):
+  config = run_config.from_flags(
+      digits(digits_dir, '--num_clones=2', '--clone_on_cpu',
+             '--batch_size=16'), NO_ENV)
+  assert config.task is None and not config.is_ps
+  assert config.is_chief and config.master == '' and config.num_workers == 1
+  assert config.deployment.num_clones == 2
+  assert config.deployment.clone_device(1) == '/device:CPU:0'
+  assert config.plan.global_batch_size == 32
+  assert config.plan.num_samples == 1437
+  assert config.image_size == 28
+  assert config.model.num_classes == 10
+  assert config.fine_tune_checkpoint is None
+  assert config.sync_optimizer_replicas is None
+
+
+def test_every_bad_flag_is_reported_at_once(digits_dir):
+  with pytest.raises(UsageError) as error:
+    run_config.from_flags(
+        digits(digits_dir, '--batch_size=0', '--optimizer=adamw',
+               '--learning_rate_decay_type=cosine', '--quantize_delay=3',
+               '--max_number_of_steps=0', '--model_name=lenet5'), NO_ENV)
+  lines = error.value.lines
+  assert lines[:5] == (
+      '--batch_size must be >= 1 (examples per clone), got 0',
+      '--max_number_of_steps must be >= 1, got 0',
+      '--optimizer=adamw is not known; use one of adadelta, adagrad, adam, '
+      'ftrl, momentum, rmsprop, sgd',
+      '--learning_rate_decay_type=cosine is not known; use one of '
+      'exponential, fixed, polynomial',
+      '--quantize_delay=3: quantization-aware training relied on '
+      'tf.contrib.quantize, which TF 2.x removed; leave the flag at -1',
+  )
+  assert len(lines) == 6
+  assert lines[5].startswith("--model_name: unknown network name 'lenet5'")
+  assert error.value.exit_code == 2
+
+
+@pytest.mark.parametrize('argv,line', [
+    (['--num_clones=0'], '--num_clones must be >= 1, got 0'),
+    (['--num_epochs_per_decay=0'], '--num_epochs_per_decay must be > 0, '
+     'got 0.0'),
+    (['--warmup_epochs=-1'], '--warmup_epochs must be >= 0, got -1.0'),
+    (['--moving_average_decay=1.5'], '--moving_average_decay must be in '
+     '(0, 1), got 1.5'),
+    (['--label_smoothing=1'], '--label_smoothing must be in [0, 1), got 1.0'),
+    (['--learning_rate=0'], '--learning_rate must be > 0, got 0.0'),
+    (['--save_interval_secs=-5'], '--save_interval_secs must be >= 0 (0: '
+     'checkpoint only at the end), got -5'),
+    (['--ps_strategy=random'], '--ps_strategy=random is not known; use one '
+     'of round_robin, by_size'),
+    (['--train_dir='], '--train_dir is required'),
+    (['--worker_replicas=2', '--sync_replicas', '--replicas_to_aggregate=3',
+      '--num_ps_tasks=1'],
+     '--replicas_to_aggregate=3 is more than the 2 worker(s) of '
+     '--worker_replicas: a global step would never complete; use at most 2'),
+    (['--worker_replicas=2'], 'num_replicas=2 needs parameter servers: set '
+     'num_ps_tasks >= 1'),
+    (['--checkpoint_path=/nowhere/model.ckpt-5'], '--checkpoint_path='
+     '/nowhere/model.ckpt-5 does not exist; give an existing checkpoint '
+     'prefix (e.g. .../model.ckpt-1000) or directory'),
+])
+def test_bad_value_is_named_with_its_fix(digits_dir, argv, line):
+  with pytest.raises(UsageError) as error:
+    run_config.from_flags(digits(digits_dir, *argv), NO_ENV)
+  assert error.value.lines == (line,)
+
+
+def test_sync_replicas_plan_counts_the_aggregated_replicas(digits_dir):
+  config = run_config.from_flags(
+      digits(digits_dir, '--batch_size=8', '--sync_replicas',
+             '--replicas_to_aggregate=2', '--worker_replicas=2',
+             '--num_ps_tasks=1'), NO_ENV)
+  assert config.plan.global_batch_size == 16
+  assert config.sync_optimizer_replicas == (2, 2)
+
+
+def test_worker_of_a_cluster_takes_counts_from_the_cluster(digits_dir):
+  config = run_config.from_flags(digits(digits_dir, '--clone_on_cpu'),
+                                 tf_config(PS, WORKERS, 'worker', 1))
+  assert config.task.task_index == 1 and config.task.source == 'TF_CONFIG'
+  assert not config.is_chief and config.num_workers == 2
+  assert config.master == ''
+  assert config.deployment.replica_id == 1
+  assert config.deployment.num_ps_tasks == 1
+  assert config.deployment.clone_device(0) == (
+      '/job:worker/task:1/device:CPU:0')
+  # The cluster's counts are in the config; the flags keep their defaults.
+  assert FLAGS['worker_replicas'].default == 1
+  assert config.flags.worker_replicas == 1
+
+
+def test_ps_task_needs_no_dataset():
+  config = run_config.from_flags(parse('--train_dir=/unused'),
+                                 tf_config(PS, WORKERS, 'ps', 0))
+  assert config.is_ps and not config.is_chief
+  assert config.model is None and config.deployment is None
+
+
+@pytest.mark.parametrize('argv,line', [
+    (['--worker_replicas=3'], '--worker_replicas=3 but the cluster from '
+     'TF_CONFIG has 2; drop --worker_replicas'),
+    (['--num_ps_tasks=2'], '--num_ps_tasks=2 but the cluster from TF_CONFIG '
+     'has 1; drop --num_ps_tasks'),
+    (['--master=grpc://127.0.0.1:2299'], '--master=grpc://127.0.0.1:2299: a '
+     'task of a cluster (from TF_CONFIG) trains against its own server; drop '
+     '--master'),
+    (['--sync_replicas', '--replicas_to_aggregate=3'],
+     '--replicas_to_aggregate=3 is more than the 2 worker(s) of the cluster '
+     'from TF_CONFIG: a global step would never complete; use at most 2'),
+    (['--task=1'], '--task=1 but TF_CONFIG says task index 0; drop --task'),
+])
+def test_flags_that_contradict_the_cluster(digits_dir, argv, line):
+  with pytest.raises(UsageError) as error:
+    run_config.from_flags(digits(digits_dir, *argv),
+                          tf_config(PS, WORKERS, 'worker', 0))
+  assert error.value.lines == (line,)
+
+
+def test_flag_snapshot_is_read_only(digits_dir):
+  snapshot = digits(digits_dir, '--batch_size=7')
+  with pytest.raises(AttributeError, match='read-only'):
+    snapshot.batch_size = 8
+  assert snapshot.batch_size == 7
+  assert snapshot.given('batch_size') and not snapshot.given('num_clones')

@@ -1,0 +1,28 @@
+"""Flags that train_image_classifier.py and eval_image_classifier.py share.
+
+Same names, defaults and meanings in both scripts (those of upstream Slim):
+what to read (dataset), what to build (network, preprocessing) and where to
+run it. Importing this module defines them once.
+"""
+
+from absl import flags
+
+flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
+flags.DEFINE_string('dataset_name', 'imagenet', 'The name of the dataset.')
+flags.DEFINE_string('dataset_dir', None, 'Directory of the dataset files.')
+flags.DEFINE_integer('labels_offset', 0,
+                     'Subtracted from the labels (1 for imagenet models '
+                     'trained without the background class).')
+flags.DEFINE_string('model_name', 'inception_v3', 'The network.')
+flags.DEFINE_string('preprocessing_name', None,
+                    'Preprocessing; None: the one of --model_name.')
+flags.DEFINE_bool('use_grayscale', False,
+                  'Convert images to grayscale before preprocessing.')
+flags.DEFINE_integer('num_preprocessing_threads', 4,
+                     'Number of parallel decode/preprocess calls.')
+flags.DEFINE_float('moving_average_decay', None,
+                   'Decay of the exponential moving average of the model '
+                   'variables (training keeps it; evaluation reads it); '
+                   'None: no moving average.')
+
+FLAGS = flags.FLAGS

@@ -1,0 +1,258 @@
+"""One validated, read-only configuration of a training run.
+
+`from_flags` reads the parsed flags and the cluster (the host flags or
+TF_CONFIG) once, checks all of them, and either returns a frozen RunConfig
+or raises one UsageError listing every problem, each with its value and its
+fix. Nothing downstream reads FLAGS or validates again, and nothing writes
+to FLAGS.
+
+Two checks need the built graph and stay where the graph is built, still
+before anything is written: that --trainable_scopes match a variable, and
+that the variables fit --checkpoint_path.
+"""
+
+import dataclasses
+import os
+import typing
+
+from deployment import cluster
+from deployment import device_placement
+from deployment import model_deploy
+from training import fine_tune
+from training import lookup
+from training import optimizers
+from training import schedule
+from training.errors import Problems
+from training.errors import UsageError
+
+_QUANTIZE_FIX = ('quantization-aware training relied on tf.contrib.quantize, '
+                 'which TF 2.x removed; leave the flag at -1')
+
+# (flag, condition on its value, what the value must be); see check_ranges.
+_RANGES = (
+    ('batch_size', lambda v: v >= 1, '>= 1 (examples per clone)'),
+    ('num_clones', lambda v: v >= 1, '>= 1'),
+    ('worker_replicas', lambda v: v >= 1, '>= 1'),
+    ('num_ps_tasks', lambda v: v >= 0, '>= 0'),
+    ('task', lambda v: v >= 0, '>= 0'),
+    ('replicas_to_aggregate', lambda v: v >= 1, '>= 1'),
+    ('max_number_of_steps', lambda v: v >= 1, '>= 1'),
+    ('num_epochs_per_decay', lambda v: v > 0, '> 0'),
+    ('warmup_epochs', lambda v: v >= 0, '>= 0'),
+    ('learning_rate', lambda v: v > 0, '> 0'),
+    ('label_smoothing', lambda v: 0 <= v < 1, 'in [0, 1)'),
+    ('moving_average_decay', lambda v: 0 < v < 1, 'in (0, 1)'),
+    ('labels_offset', lambda v: v >= 0, '>= 0'),
+    ('train_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
+    ('num_readers', lambda v: v >= 1, '>= 1'),
+    ('num_preprocessing_threads', lambda v: v >= 1, '>= 1'),
+    ('log_every_n_steps', lambda v: v >= 1, '>= 1'),
+    ('save_interval_secs', lambda v: v >= 0,
+     '>= 0 (0: checkpoint only at the end)'),
+    ('save_summaries_secs', lambda v: v >= 1, '>= 1'),
+    ('non_chief_wait_secs', lambda v: v >= 1, '>= 1'),
+)
+
+# (flag, the known values).
+_CHOICES = (
+    ('optimizer', tuple(sorted(optimizers.OPTIMIZERS))),
+    ('learning_rate_decay_type', schedule.DECAY_TYPES),
+    ('ps_strategy', device_placement.PS_STRATEGIES),
+)
+
+
+class FlagSnapshot:
+  """A read-only copy of parsed flag values: `snapshot.batch_size`.
+
+  Args:
+    values: {flag name: value}.
+    given: names of the flags given on the command line.
+  """
+
+  def __init__(self, values, given=()):
+    object.__setattr__(self, '_values', dict(values))
+    object.__setattr__(self, '_given', frozenset(given))
+
+  @classmethod
+  def of(cls, flag_values):
+    """The snapshot of an absl FlagValues (e.g. FLAGS), after parsing."""
+    names = list(flag_values)
+    return cls({name: flag_values[name].value for name in names},
+               [name for name in names if flag_values[name].present])
+
+  def __getattr__(self, name):
+    try:
+      return self._values[name]
+    except KeyError:
+      raise AttributeError('no flag named %r' % name) from None
+
+  def __setattr__(self, name, value):
+    raise AttributeError('flags are read-only after parsing; cannot set %s'
+                         % name)
+
+  def given(self, name):
+    """Whether --name was on the command line (not just its default)."""
+    return name in self._given
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """What one process of a training run does, validated.
+
+  Attributes:
+    flags: the FlagSnapshot everything else was derived from.
+    task: this process's ClusterTask, None without a cluster.
+    master: the session target ('' for in-process; a cluster task trains
+      against its own server, known only once the server starts).
+    is_chief: whether this process initialises, checkpoints and summarises.
+    num_workers: worker replicas in the run.
+    deployment: the DeploymentConfig (None on a ps task).
+    model: the dataset, network and preprocessing (None on a ps task).
+    plan: the BatchPlan (None on a ps task).
+    image_size: the training image size (None on a ps task).
+    fine_tune_checkpoint: the resolved --checkpoint_path, or None.
+  """
+  flags: FlagSnapshot
+  task: typing.Optional[cluster.ClusterTask]
+  master: str
+  is_chief: bool
+  num_workers: int
+  deployment: typing.Optional[model_deploy.DeploymentConfig]
+  model: typing.Optional[lookup.ModelAndData]
+  plan: typing.Optional[schedule.BatchPlan]
+  image_size: typing.Optional[int]
+  fine_tune_checkpoint: typing.Optional[str]
+
+  @property
+  def is_ps(self):
+    return self.task is not None and self.task.is_ps
+
+  @property
+  def train_dir(self):
+    return self.flags.train_dir
+
+  @property
+  def sync_optimizer_replicas(self):
+    """(replicas_to_aggregate, total replicas) with --sync_replicas, else
+    None."""
+    if not self.flags.sync_replicas:
+      return None
+    return self.flags.replicas_to_aggregate, self.num_workers
+
+
+def from_flags(flag_values, environ=None):
+  """Validates the flags and the cluster; returns a RunConfig.
+
+  Args:
+    flag_values: the parsed absl FlagValues (FLAGS) or a FlagSnapshot.
+    environ: where TF_CONFIG is read; os.environ by default.
+
+  Raises:
+    UsageError: with one line per problem found.
+  """
+  snapshot = (flag_values if isinstance(flag_values, FlagSnapshot)
+              else FlagSnapshot.of(flag_values))
+  problems = Problems()
+  _check_values(snapshot, problems)
+  task = problems.attempt(_cluster_task, snapshot,
+                          os.environ if environ is None else environ)
+  if task is not None:
+    _check_against_cluster(snapshot, task, problems)
+  num_workers = task.num_workers if task else snapshot.worker_replicas
+  _check_sync_replicas(snapshot, num_workers, task, problems)
+  if task is not None and task.is_ps:
+    problems.raise_if_any()
+    return RunConfig(snapshot, task, '', False, num_workers, None, None,
+                     None, None, None)
+
+  deployment = None
+  if not problems:
+    deployment = problems.attempt(_deployment_config, snapshot, task)
+  model = problems.attempt(lookup.model_and_data, snapshot, is_training=True,
+                           weight_decay=snapshot.weight_decay)
+  checkpoint = None
+  if snapshot.checkpoint_path:
+    checkpoint = problems.attempt(fine_tune.resolve_checkpoint,
+                                  snapshot.checkpoint_path)
+  problems.raise_if_any()
+
+  plan = schedule.make_batch_plan(
+      snapshot.batch_size, snapshot.num_clones, model.dataset.num_samples,
+      snapshot.num_epochs_per_decay, snapshot.sync_replicas,
+      snapshot.replicas_to_aggregate, snapshot.warmup_epochs)
+  return RunConfig(
+      flags=snapshot, task=task,
+      master=snapshot.master if task is None else '',
+      is_chief=deployment.is_chief, num_workers=num_workers,
+      deployment=deployment, model=model, plan=plan,
+      image_size=(snapshot.train_image_size
+                  or model.network_fn.default_image_size),
+      fine_tune_checkpoint=checkpoint)
+
+
+def check_ranges(f, ranges, problems):
+  """Checks flags against (name, condition, requirement) rules.
+
+  A flag left at None passes: None means unset for optional flags.
+  """
+  for name, condition, requirement in ranges:
+    value = getattr(f, name)
+    problems.check(value is None or condition(value),
+                   '--%s must be %s, got %s' % (name, requirement, value))
+
+
+def _check_values(f, problems):
+  check_ranges(f, _RANGES, problems)
+  for name, known in _CHOICES:
+    value = getattr(f, name)
+    problems.check(value in known, '--%s=%s is not known; use one of %s'
+                   % (name, value, ', '.join(known)))
+  problems.check(f.quantize_delay == -1, '--quantize_delay=%d: %s'
+                 % (f.quantize_delay, _QUANTIZE_FIX))
+  problems.check(bool(f.train_dir), '--train_dir is required')
+
+
+def _cluster_task(f, environ):
+  try:
+    return cluster.from_flags_and_env(
+        f.ps_hosts, f.worker_hosts, f.job_name,
+        f.task if f.given('task') else None, environ=environ)
+  except ValueError as e:
+    raise UsageError(str(e)) from None
+
+
+def _check_against_cluster(f, task, problems):
+  """The cluster decides the worker and ps counts and the master."""
+  problems.check(not f.master, '--master=%s: a task of a cluster (from %s) '
+                 'trains against its own server; drop --master'
+                 % (f.master, task.source))
+  for name, value in (('worker_replicas', task.num_workers),
+                      ('num_ps_tasks', task.num_ps_tasks)):
+    problems.check(
+        not f.given(name) or getattr(f, name) == value,
+        '--%s=%s but the cluster from %s has %d; drop --%s'
+        % (name, getattr(f, name), task.source, value, name))
+
+
+def _check_sync_replicas(f, num_workers, task, problems):
+  if not f.sync_replicas or f.replicas_to_aggregate < 1:
+    return
+  where = ('the cluster from %s' % task.source if task
+           else '--worker_replicas')
+  problems.check(
+      f.replicas_to_aggregate <= num_workers,
+      '--replicas_to_aggregate=%d is more than the %d worker(s) of %s: a '
+      'global step would never complete; use at most %d'
+      % (f.replicas_to_aggregate, num_workers, where, num_workers))
+
+
+def _deployment_config(f, task):
+  try:
+    return model_deploy.DeploymentConfig(
+        num_clones=f.num_clones, clone_on_cpu=f.clone_on_cpu,
+        replica_id=task.task_index if task else f.task,
+        num_replicas=task.num_workers if task else f.worker_replicas,
+        num_ps_tasks=task.num_ps_tasks if task else f.num_ps_tasks,
+        ps_strategy=f.ps_strategy)
+  except (ValueError, TypeError) as e:
+    raise UsageError(str(e)) from None
