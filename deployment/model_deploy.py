@@ -271,7 +271,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     variable_averages: a tf.train.ExponentialMovingAverage to apply to
       `variables_to_average` after each update. With a SyncReplicasOptimizer
       it is applied once per global step, by the chief (as upstream's
-      script did); otherwise with every step.
+      script did); otherwise with every step, to the updated weights
+      (upstream's script ran it beside the update, reading the weights
+      before or after it).
     variables_to_average: a list, or a function returning one; None: the
       model variables (slim.get_model_variables()).
     summaries: more summary tensors to merge into `summary_op`.
@@ -301,8 +303,7 @@ def _called(value):
   return value() if callable(value) else value
 
 
-def _average_variables(optimizer, variable_averages, variables_to_average):
-  """Arranges the averages; returns the update ops to run with every step."""
+def _variables_to_average(variables_to_average):
   if variables_to_average is None:
     variables_to_average = tf.get_collection(tf.GraphKeys.MODEL_VARIABLES)
   variables_to_average = list(_called(variables_to_average))
@@ -311,17 +312,23 @@ def _average_variables(optimizer, variable_averages, variables_to_average):
         'variable_averages: no variables to average; model_fn created no '
         'model variables (slim layers add theirs), so pass '
         'variables_to_average')
-  if not isinstance(optimizer, tf.train.SyncReplicasOptimizer):
-    return [variable_averages.apply(variables_to_average)]
-  # SyncReplicasOptimizer applies its averages in the chief's queue runner,
-  # after each aggregated update; it takes the variables only at
-  # construction, before the clones (and so the variables) exist.
-  if optimizer._variable_averages is not None:  # pylint: disable=protected-access
+  return variables_to_average
+
+
+def _give_averages_to_sync_optimizer(optimizer, variable_averages,
+                                     variables):
+  """Makes the chief apply the averages after each aggregated update.
+
+  SyncReplicasOptimizer does that itself, but takes the variables only at
+  construction, before the clones (and so the variables) exist.
+  """
+  # pylint: disable=protected-access
+  if optimizer._variable_averages is not None:
     raise ValueError('variable_averages given both to deploy() and to the '
                      'SyncReplicasOptimizer; give it to deploy() only')
-  optimizer._variable_averages = variable_averages  # pylint: disable=protected-access
-  optimizer._variables_to_average = variables_to_average  # pylint: disable=protected-access
-  return []
+  optimizer._variable_averages = variable_averages
+  optimizer._variables_to_average = variables
+  # pylint: enable=protected-access
 
 
 def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients,
@@ -340,9 +347,12 @@ def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients,
   train_op = None
   with tf.device(config.optimizer_device()):
     if optimizer is not None:
+      sync = isinstance(optimizer, tf.train.SyncReplicasOptimizer)
       if variable_averages is not None:
-        update_ops += _average_variables(optimizer, variable_averages,
-                                         variables_to_average)
+        variables_to_average = _variables_to_average(variables_to_average)
+        if sync:
+          _give_averages_to_sync_optimizer(optimizer, variable_averages,
+                                           variables_to_average)
       compute_kwargs = {}
       if var_list is not None:
         compute_kwargs['var_list'] = list(_called(var_list))
@@ -352,6 +362,11 @@ def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients,
         summaries.update(_gradient_summaries(grads_and_vars))
       apply_op = optimizer.apply_gradients(grads_and_vars,
                                            global_step=global_step)
+      if variable_averages is not None and not sync:
+        # Averages of the updated weights (the shadow variables themselves
+        # are created outside these dependencies, by init_scope).
+        with tf.control_dependencies([apply_op]):
+          update_ops.append(variable_averages.apply(variables_to_average))
       with tf.control_dependencies([apply_op] + update_ops):
         train_op = tf.identity(total_loss, name='train_op')
     else:

@@ -1,18 +1,15 @@
 """deployment.cluster and training.replica_session, without other processes."""
 
 import json
-import time
 
-from absl.testing import flagsaver
 import pytest
+from tensorflow.python.training import session_manager
 
 from deployment import cluster
 from deployment import model_deploy
 from deployment.slim_compat import tf
-import train_image_classifier
 from training import replica_session
-from training.errors import UsageError
-from training.flags import FLAGS
+from tests.fake_clock import FakeClock
 
 PS = ['127.0.0.1:2220', '127.0.0.1:2221']
 WORKERS = ['127.0.0.1:2222', '127.0.0.1:2223', '127.0.0.1:2224']
@@ -46,8 +43,14 @@ def test_unset_or_empty_tf_config_means_no_cluster(text):
     ('worker', 0, True), ('worker', 2, False), ('ps', 0, False)])
 def test_only_worker_0_is_chief(job_name, index, is_chief):
   task = cluster.from_tf_config(_tf_config(job_name, index))
-  assert task.is_chief == is_chief
-  assert task.is_ps == (job_name == 'ps')
+  assert task.is_chief is is_chief
+
+
+@pytest.mark.parametrize('job_name,index,is_ps', [
+    ('ps', 0, True), ('ps', 1, True), ('worker', 0, False)])
+def test_only_ps_tasks_are_ps(job_name, index, is_ps):
+  task = cluster.from_tf_config(_tf_config(job_name, index))
+  assert task.is_ps is is_ps
 
 
 def test_device_filters_are_ps_job_and_own_worker_task():
@@ -127,7 +130,11 @@ def test_flags_and_tf_config_that_agree_are_accepted():
   environ = {'TF_CONFIG': _tf_config('worker', 1)}
   task = cluster.from_flags_and_env(','.join(PS), ','.join(WORKERS), 'worker',
                                     1, environ=environ)
-  assert task == cluster.from_tf_config(environ['TF_CONFIG'])
+  assert (task.ps_hosts, task.worker_hosts, task.job_name,
+          task.task_index) == (
+              ('127.0.0.1:2220', '127.0.0.1:2221'),
+              ('127.0.0.1:2222', '127.0.0.1:2223', '127.0.0.1:2224'),
+              'worker', 1)
 
 
 def test_flags_and_tf_config_that_disagree_are_an_error():
@@ -143,8 +150,14 @@ def test_task_flag_must_match_tf_config_index():
   with pytest.raises(ValueError, match='--task=0 but TF_CONFIG says task '
                      'index 1'):
     cluster.from_flags_and_env('', '', '', 0, environ=environ)
-  task = cluster.from_flags_and_env('', '', '', None, environ=environ)
-  assert task.task_index == 1
+
+
+@pytest.mark.parametrize('task_flag', [None, 1])
+def test_tf_config_alone_gives_the_task(task_flag):
+  environ = {'TF_CONFIG': _tf_config('worker', 1)}
+  task = cluster.from_flags_and_env('', '', '', task_flag, environ=environ)
+  assert (task.job_name, task.task_index, task.address, task.source) == (
+      'worker', 1, '127.0.0.1:2223', 'TF_CONFIG')
 
 
 def test_no_flags_and_no_tf_config_means_no_cluster():
@@ -176,11 +189,11 @@ def test_placement_report_by_size_balances_bytes(graph):
   del graph
   variables = _model_on_ps('by_size', [100, 1, 100, 1, 100])
   loads = cluster.placement_by_device(variables)
+  # Each variable goes to the task holding fewer bytes, ties to task 0:
+  # v0 (400 bytes) -> 0, v1 (4) -> 1, v2 (400) -> 1, v3 (4) -> 0,
+  # v4 (400) -> 0. Round robin would give task 0 1200 bytes and task 1 8.
   assert [(load.task, load.num_variables, load.num_bytes)
           for load in loads] == [(0, 3, 804), (1, 2, 404)]
-  # Greedy by size: no task exceeds another by more than the largest
-  # variable.
-  assert loads[0].num_bytes - loads[1].num_bytes <= 400
 
 
 def test_placement_report_lists_empty_ps_tasks_and_local_variables(graph):
@@ -254,72 +267,71 @@ def test_non_chief_wait_must_be_positive():
     replica_session.NonChiefSessionCreator(None, '', None, 0)
 
 
-def test_non_chief_polls_at_the_given_period(graph, monkeypatch):
+@pytest.mark.parametrize('wait_secs,max_wait_secs,sleeps', [
+    # Sleeps while a check after the sleep would still be before the limit.
+    (2, 7, [2, 2, 2]),
+    (2, 8, [2, 2, 2, 2]),
+    # TensorFlow's own 30 s period would not check again within 7 s.
+    (30, 7, []),
+])
+def test_non_chief_polls_at_the_given_period(graph, monkeypatch, wait_secs,
+                                             max_wait_secs, sleeps):
   """Checks every wait_secs until max_wait_secs, not every 30 s."""
   del graph
   tf.get_variable('never_initialised', [])
-  sleeps = []
-  real_sleep = time.sleep
-
-  def recording_sleep(seconds):
-    sleeps.append(seconds)
-    real_sleep(seconds)
-
-  monkeypatch.setattr(time, 'sleep', recording_sleep)
+  clock = FakeClock(start=0.0)
+  # SessionManager.wait_for_session times and sleeps through this module.
+  monkeypatch.setattr(session_manager, 'time', clock)
   creator = replica_session.NonChiefSessionCreator(
-      tf.train.Scaffold(), '', None, wait_secs=0.2, max_wait_secs=1.0)
+      tf.train.Scaffold(), '', None, wait_secs=wait_secs,
+      max_wait_secs=max_wait_secs)
   with pytest.raises(tf.errors.DeadlineExceededError,
-                     match='not ready after waiting 1 secs'):
+                     match='not ready after waiting %d secs' % max_wait_secs):
     creator.create_session()
-  assert sleeps and set(sleeps) == {0.2}
-  assert 3 <= len(sleeps) <= 5
+  assert clock.sleeps == sleeps
 
 
-def test_chief_session_is_tensorflows_own(graph):
-  del graph
-  tf.train.get_or_create_global_step()
-  with replica_session.monitored_training_session(
-      non_chief_wait_secs=1, is_chief=True) as session:
-    assert session.run(tf.train.get_global_step()) == 0
-
-
-@pytest.fixture
-def parsed_flags():
-  def parse(*args):
-    FLAGS(['train_image_classifier.py'] + list(args))
-  with flagsaver.flagsaver():
-    yield parse
-
-
-@pytest.mark.parametrize('args,message', [
-    (['--worker_replicas=3'], '--worker_replicas=3 but the cluster from '
-     'TF_CONFIG has 2; drop --worker_replicas'),
-    (['--num_ps_tasks=1'], '--num_ps_tasks=1 but the cluster from TF_CONFIG '
-     'has 2'),
-    (['--master=grpc://127.0.0.1:1'], '--master=grpc://127.0.0.1:1: a task '
-     'of a cluster'),
-    (['--sync_replicas', '--replicas_to_aggregate=3'],
-     '--replicas_to_aggregate=3 is more than the 2 workers'),
+@pytest.mark.parametrize('is_chief,non_chief_wait_secs', [
+    (True, 1),  # The chief never waits, whatever the period.
+    (False, None),  # No period given: TensorFlow's 30 s.
 ])
-def test_cluster_task_refuses_conflicting_flags(parsed_flags, monkeypatch,
-                                                args, message):
-  monkeypatch.setenv('TF_CONFIG', _tf_config('worker', 1,
-                                             workers=WORKERS[:2]))
-  parsed_flags(*args)
-  with pytest.raises(UsageError, match=message):
-    train_image_classifier.cluster_task()
+def test_session_is_tensorflows_own_unless_a_non_chief_period_is_given(
+    monkeypatch, is_chief, non_chief_wait_secs):
+  calls = []
+
+  def monitored_training_session(**kwargs):
+    calls.append(kwargs)
+    return 'the session of tf.train.MonitoredTrainingSession'
+
+  monkeypatch.setattr(tf.train, 'MonitoredTrainingSession',
+                      monitored_training_session)
+  session = replica_session.monitored_training_session(
+      non_chief_wait_secs=non_chief_wait_secs, is_chief=is_chief,
+      master='grpc://127.0.0.1:2222', max_wait_secs=5)
+  assert session == 'the session of tf.train.MonitoredTrainingSession'
+  assert calls == [{'is_chief': is_chief, 'master': 'grpc://127.0.0.1:2222',
+                    'max_wait_secs': 5}]
 
 
-def test_cluster_task_accepts_matching_counts(parsed_flags, monkeypatch):
-  monkeypatch.setenv('TF_CONFIG', _tf_config('worker', 1,
-                                             workers=WORKERS[:2]))
-  parsed_flags('--worker_replicas=2', '--num_ps_tasks=2', '--sync_replicas',
-               '--replicas_to_aggregate=2')
-  task = train_image_classifier.cluster_task()
-  assert (task.job_name, task.task_index, task.num_workers) == ('worker', 1, 2)
+def test_non_chief_with_a_period_waits_through_non_chief_session_creator(
+    graph, monkeypatch):
+  del graph
+  # Not TensorFlow's session: calling it would raise.
+  monkeypatch.setattr(tf.train, 'MonitoredTrainingSession', None)
+  created = []
 
+  class RecordingCreator(tf.train.SessionCreator):
 
-def test_cluster_task_is_none_without_cluster(parsed_flags, monkeypatch):
-  monkeypatch.delenv('TF_CONFIG', raising=False)
-  parsed_flags()
-  assert train_image_classifier.cluster_task() is None
+    def __init__(self, scaffold, master, config, wait_secs, max_wait_secs):
+      created.append((master, config, wait_secs, max_wait_secs))
+
+    def create_session(self):
+      return tf.Session()
+
+  monkeypatch.setattr(replica_session, 'NonChiefSessionCreator',
+                      RecordingCreator)
+  with replica_session.monitored_training_session(
+      non_chief_wait_secs=3, is_chief=False, master='', max_wait_secs=9,
+      config=None) as session:
+    assert session.run(tf.constant(7)) == 7
+  assert created == [('', None, 3, 9)]

@@ -7,6 +7,8 @@ from deployment import model_deploy
 from deployment.slim_compat import slim, tf
 
 NUM_CLASSES = 5
+LEARNING_RATE = 0.5
+L2_SCALE = 0.01
 
 
 def _sliced_model_fn(images, labels, num_clones, network):
@@ -27,7 +29,7 @@ def _sliced_model_fn(images, labels, num_clones, network):
 
 def _convnet(images):
   with slim.arg_scope([slim.conv2d, slim.fully_connected],
-                      weights_regularizer=slim.l2_regularizer(0.01),
+                      weights_regularizer=slim.l2_regularizer(L2_SCALE),
                       weights_initializer=tf.truncated_normal_initializer(
                           stddev=0.1, seed=1)):
     net = slim.conv2d(images, 4, [3, 3], scope='conv1')
@@ -38,38 +40,96 @@ def _convnet(images):
                                 scope='logits')
 
 
-def _train_one_step(num_clones, images_value, labels_value):
+def _linear_classifier(images):
+  with slim.arg_scope([slim.fully_connected],
+                      weights_regularizer=slim.l2_regularizer(L2_SCALE),
+                      weights_initializer=tf.truncated_normal_initializer(
+                          stddev=0.1, seed=2)):
+    return slim.fully_connected(slim.flatten(images), NUM_CLASSES,
+                                activation_fn=None, scope='logits')
+
+
+def _trainable_values(sess):
+  return {v.op.name: sess.run(v) for v in tf.trainable_variables()}
+
+
+def _train_one_step(num_clones, images_value, labels_value, network):
+  """(loss, weights before, weights after) of one step of plain SGD."""
   with tf.Graph().as_default():
     images = tf.constant(images_value)
     labels = tf.constant(labels_value)
     config = model_deploy.DeploymentConfig(num_clones=num_clones,
                                            clone_on_cpu=True)
     model = model_deploy.deploy(
-        config, _sliced_model_fn(images, labels, num_clones, _convnet),
-        optimizer=tf.train.GradientDescentOptimizer(0.5))
+        config, _sliced_model_fn(images, labels, num_clones, network),
+        optimizer=tf.train.GradientDescentOptimizer(LEARNING_RATE))
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
+      before = _trainable_values(sess)
       loss = sess.run(model.train_op)
-      weights = {v.op.name: sess.run(v) for v in tf.trainable_variables()}
-  return loss, weights
+      after = _trainable_values(sess)
+  return loss, before, after
+
+
+def _random_batch(size, seed=0):
+  rng = np.random.RandomState(seed)
+  images = rng.rand(size, 8, 8, 1).astype(np.float32)
+  labels = rng.randint(0, NUM_CLASSES, size=size).astype(np.int64)
+  return images, labels
 
 
 def test_four_clones_of_batch_b_equal_one_clone_of_batch_4b():
-  rng = np.random.RandomState(0)
-  batch = 6
-  images = rng.rand(4 * batch, 8, 8, 1).astype(np.float32)
-  labels = rng.randint(0, NUM_CLASSES, size=4 * batch).astype(np.int64)
-  loss_1, weights_1 = _train_one_step(1, images, labels)
-  loss_4, weights_4 = _train_one_step(4, images, labels)
-  assert abs(loss_1 - loss_4) <= 1e-5
-  assert sorted(weights_1) == sorted(weights_4) == [
+  images, labels = _random_batch(4 * 6)
+  loss_1, before_1, after_1 = _train_one_step(1, images, labels, _convnet)
+  loss_4, before_4, after_4 = _train_one_step(4, images, labels, _convnet)
+  assert sorted(after_1) == sorted(after_4) == [
       'conv1/biases', 'conv1/weights', 'fc1/biases', 'fc1/weights',
       'logits/biases', 'logits/weights']
-  for name in weights_1:
-    np.testing.assert_allclose(weights_4[name], weights_1[name], atol=1e-5,
+  assert abs(loss_1 - loss_4) <= 1e-5
+  for name in after_1:
+    # Both runs start from the same seeded weights...
+    np.testing.assert_array_equal(before_4[name], before_1[name],
+                                  err_msg=name)
+    # ...take a step that moves every variable...
+    assert np.abs(after_1[name] - before_1[name]).max() > 1e-4, name
+    # ...and end at the same weights.
+    np.testing.assert_allclose(after_4[name], after_1[name], atol=1e-5,
                                rtol=0, err_msg=name)
-  # The step did change the weights.
-  assert np.abs(weights_1['conv1/weights']).max() > 0
+
+
+def _expected_sgd_step(images, labels, weights, biases):
+  """NumPy: loss and weights after one SGD step on mean cross-entropy + L2.
+
+  slim.l2_regularizer(scale) adds scale * sum(w**2) / 2 to the loss.
+  """
+  inputs = images.reshape(len(images), -1).astype(np.float64)
+  logits = inputs @ weights + biases
+  logits -= logits.max(axis=1, keepdims=True)
+  probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+  batch = np.arange(len(labels))
+  cross_entropy = -np.log(probabilities[batch, labels]).mean()
+  loss = cross_entropy + L2_SCALE * np.sum(weights ** 2) / 2
+  d_logits = probabilities.copy()
+  d_logits[batch, labels] -= 1.0
+  d_logits /= len(labels)
+  d_weights = inputs.T @ d_logits + L2_SCALE * weights
+  d_biases = d_logits.sum(axis=0)
+  return (loss, weights - LEARNING_RATE * d_weights,
+          biases - LEARNING_RATE * d_biases)
+
+
+@pytest.mark.parametrize('num_clones', [1, 2, 4])
+def test_step_descends_the_mean_loss_plus_l2_counted_once(num_clones):
+  images, labels = _random_batch(4 * 6, seed=1)
+  loss, before, after = _train_one_step(num_clones, images, labels,
+                                        _linear_classifier)
+  expected_loss, expected_weights, expected_biases = _expected_sgd_step(
+      images, labels, before['logits/weights'], before['logits/biases'])
+  np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
+  np.testing.assert_allclose(after['logits/weights'], expected_weights,
+                             rtol=0, atol=1e-6)
+  np.testing.assert_allclose(after['logits/biases'], expected_biases,
+                             rtol=0, atol=1e-6)
 
 
 def _batch_norm_classifier(images):

@@ -60,19 +60,73 @@ def test_digits_split_is_stratified_with_all_ten_labels(digits_dir):
             == source_counts[label])
 
 
-def test_digits_pixels_are_the_sklearn_values_scaled_to_255(digits_dir):
-  source = convert_digits.load_split_source()
-  records = _decoded_records(
-      [os.path.join(digits_dir, 'digits_test.tfrecord')])
-  images, labels = source['test']
-  for (pixels, label, image_format, size), image, expected_label in zip(
-      records, images, labels):
-    assert image_format == b'png' and size == (8, 8)
-    assert pixels.shape == (8, 8, 3)  # decode_rgb; stored with 1 channel.
-    np.testing.assert_array_equal(pixels[:, :, 0],
-                                  np.round(image * 255.0 / 16.0))
-    assert label == expected_label
-  assert records[0][0].max() <= 255 and np.round(16 * 255 / 16) == 255
+# sklearn's first digit, a 0, as ink counts 0..16 (load_digits().images[0])
+# and as the pixels round(v * 255 / 16) that the conversion documents.
+FIRST_DIGIT_INK = [[0, 0, 5, 13, 9, 1, 0, 0],
+                   [0, 0, 13, 15, 10, 15, 5, 0],
+                   [0, 3, 15, 2, 0, 11, 8, 0],
+                   [0, 4, 12, 0, 0, 8, 8, 0],
+                   [0, 5, 8, 0, 0, 9, 8, 0],
+                   [0, 4, 11, 0, 1, 12, 7, 0],
+                   [0, 2, 14, 5, 10, 12, 0, 0],
+                   [0, 0, 6, 13, 10, 0, 0, 0]]
+FIRST_DIGIT_PIXELS = [[0, 0, 80, 207, 143, 16, 0, 0],
+                      [0, 0, 207, 239, 159, 239, 80, 0],
+                      [0, 48, 239, 32, 0, 175, 128, 0],
+                      [0, 64, 191, 0, 0, 128, 128, 0],
+                      [0, 80, 128, 0, 0, 143, 128, 0],
+                      [0, 64, 175, 0, 16, 191, 112, 0],
+                      [0, 32, 223, 80, 159, 191, 0, 0],
+                      [0, 0, 96, 207, 159, 0, 0, 0]]
+
+
+@pytest.fixture(scope='module')
+def digits_records(digits_dir):
+  """Every converted digit, train then test, decoded once for the module."""
+  return _decoded_records(
+      [os.path.join(digits_dir, 'digits_%s.tfrecord' % split)
+       for split in ('train', 'test')])
+
+
+def test_to_pixels_maps_ink_0_to_16_onto_0_to_255_rounded():
+  pixels = convert_digits.to_pixels([0, 1, 8, 9, 15, 16])
+  assert pixels.dtype == np.uint8
+  assert pixels.tolist() == [0, 16, 128, 143, 239, 255]
+
+
+def test_digits_are_grayscale_8x8_pngs(digits_records):
+  assert {(image_format, size)
+          for _, _, image_format, size in digits_records} == {
+              (b'png', (8, 8))}
+  for pixels, _, _, _ in digits_records:
+    # decode_rgb repeats the one stored channel.
+    np.testing.assert_array_equal(pixels[:, :, 1], pixels[:, :, 0])
+    np.testing.assert_array_equal(pixels[:, :, 2], pixels[:, :, 0])
+
+
+def test_digits_splits_together_are_every_sklearn_digit_scaled_to_255(
+    digits_records):
+  from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
+  source = load_digits()
+  expected = collections.Counter(
+      (np.round(image * 255.0 / 16.0).astype(np.uint8).tobytes(), int(label))
+      for image, label in zip(source.images, source.target))
+  stored = collections.Counter(
+      (pixels[:, :, 0].tobytes(), label)
+      for pixels, label, _, _ in digits_records)
+  assert sum(stored.values()) == 1797
+  assert stored == expected
+
+
+def test_digits_first_sklearn_digit_is_stored_with_its_known_pixels(
+    digits_records):
+  from sklearn.datasets import load_digits  # pylint: disable=g-import-not-at-top
+  source = load_digits()
+  assert source.images[0].tolist() == FIRST_DIGIT_INK
+  assert source.target[0] == 0
+  matches = [label for pixels, label, _, _ in digits_records
+             if pixels[:, :, 0].tolist() == FIRST_DIGIT_PIXELS]
+  assert matches == [0]
 
 
 def test_digits_run_is_idempotent(digits_dir):
@@ -104,7 +158,17 @@ def test_folder_conversion_writes_shards_labels_and_sizes(tmp_path):
   assert labels == {0: 4, 1: 4, 2: 4}
   formats = collections.Counter(fmt for _, _, fmt, _ in records)
   assert formats == {b'jpeg': 8, b'png': 4}
+  # Image i of each class is 8 x (8 + i); the stored size is the image's.
+  sizes = collections.Counter(size for _, _, _, size in records)
+  assert sizes == {(8, 8): 3, (8, 9): 3, (8, 10): 3, (8, 11): 3}
   assert all(size == pixels.shape[:2] for pixels, _, _, size in records)
+  # PNG is lossless: the dogs keep the exact pixels they were written with.
+  dogs = [pixels for pixels, label, _, _ in records if label == 1]
+  assert sorted(d.shape[1] for d in dogs) == [8, 9, 10, 11]
+  for pixels in dogs:
+    index = pixels.shape[1] - 8
+    np.testing.assert_array_equal(
+        pixels, fake_datasets.pattern_image(8, 8 + index, 3, seed=index))
 
 
 def test_converted_folder_opens_through_the_factory(graph, tmp_path):

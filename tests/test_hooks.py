@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from deployment.slim_compat import tf
+from tests.fake_clock import FakeClock
 from training import hooks
 
 NAN_AT_STEP = 3
@@ -138,17 +139,8 @@ def test_non_chief_gets_no_checkpoint_or_summary_hooks(graph):
   assert worker[1:] == [worker_hook]
 
 
-class _Clock:
-
-  def __init__(self):
-    self.now = 1000.0
-
-  def time(self):
-    return self.now
-
-
 def test_progress_log_rates_come_from_the_global_step(graph, monkeypatch):
-  clock = _Clock()
+  clock = FakeClock()
   monkeypatch.setattr(hooks, 'time', clock)
   tf.train.get_or_create_global_step()
   lines = []
@@ -161,7 +153,7 @@ def test_progress_log_rates_come_from_the_global_step(graph, monkeypatch):
   for local_step in range(5):
     values = {'loss': 0.5, 'learning_rate': 0.01, 'step': 3 * local_step}
     hook.after_run(None, tf.train.SessionRunValues(values, None, None))
-    clock.now += 2.0
+    clock.advance(2.0)
   # Windows: local steps 1..2 (steps 0 -> 3 in 2 s) and 2..4 (3 -> 9 in 4 s);
   # 1.5 global steps/s x 64 = 96 examples/sec.
   assert lines == [

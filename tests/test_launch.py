@@ -3,8 +3,10 @@
 import io
 import json
 import os
+import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -16,25 +18,54 @@ import pytest
 from deployment import launch
 from tests.script_runner import REPO
 from tests.script_runner import process_alive
+from tests.fake_clock import FakeClock
 
-# Prints its task, then: a ps serves until SIGTERM; a worker does what argv[1]
-# says ('ok', 'fail1': worker 1 exits 3, 'hang': sleeps).
+# A ps task listens on its TF_CONFIG address and serves until SIGTERM, which
+# it turns into a clean exit. A worker first connects to every ps (as a
+# TensorFlow worker waits for its ps tasks), so by the time it prints, every
+# ps task listens and handles SIGTERM. Then argv[1] decides: 'ok': workers
+# print 'done'; 'fail1': worker 1 exits 3, the other workers hang; 'hang':
+# workers hang; 'ps_quits': the ps exits 0 once every worker has connected,
+# and the workers hang.
 FAKE_TASK = textwrap.dedent("""\
-    import json, os, signal, sys, time
+    import json, os, signal, socket, sys, time
     config = json.loads(os.environ['TF_CONFIG'])
     job, index = config['task']['type'], config['task']['index']
+    if job == 'ps':
+      signal.signal(signal.SIGTERM, lambda *unused: sys.exit(0))
+      host, port = config['cluster']['ps'][index].rsplit(':', 1)
+      server = socket.create_server((host, int(port)))
+    else:
+      deadline = time.monotonic() + 30
+      for address in config['cluster']['ps']:
+        host, port = address.rsplit(':', 1)
+        while True:
+          try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            break
+          except OSError:
+            if time.monotonic() > deadline:
+              sys.exit('no ps task listens at %s' % address)
+            time.sleep(0.05)
     threads = os.environ.get('TF_NUM_INTRAOP_THREADS')
     print('%s %d of %s, threads=%s' % (job, index, config['cluster'], threads))
     if job == 'ps':
-      signal.signal(signal.SIGTERM, lambda *unused: sys.exit(0))
+      print('ps %d listening on %s:%d' % ((index,) + server.getsockname()))
+      if sys.argv[1] == 'ps_quits':
+        for _ in config['cluster']['worker']:
+          server.accept()
+        sys.exit(0)
       while True:
         time.sleep(0.05)
-    if sys.argv[1] == 'fail1' and index == 1:
-      sys.exit(3)
-    if sys.argv[1] == 'hang':
+    mode = sys.argv[1]
+    if mode in ('hang', 'ps_quits') or (mode == 'fail1' and index != 1):
       time.sleep(600)
+    if mode == 'fail1':
+      sys.exit(3)
     print('done')
 """)
+
+LOOPBACK_ADDRESS = re.compile(r'^127\.0\.0\.1:\d+$')
 
 
 class _Lines(io.StringIO):
@@ -48,13 +79,26 @@ class _Lines(io.StringIO):
     with self._lock:
       return super().write(text)
 
+  def getvalue(self):
+    with self._lock:
+      return super().getvalue()
+
+
+def _wait_for_text(output, text, timeout=30):
+  """Waits until `text` is in the _Lines `output`; fails after `timeout`."""
+  deadline = time.monotonic() + timeout
+  while text not in output.getvalue():
+    if time.monotonic() > deadline:
+      raise AssertionError('no %r within %d s in:\n%s'
+                           % (text, timeout, output.getvalue()))
+    time.sleep(0.05)
+
 
 @pytest.fixture
 def fake_task(tmp_path):
   path = tmp_path / 'fake_task.py'
   path.write_text(FAKE_TASK)
   return str(path)
-
 
 
 @pytest.fixture
@@ -73,10 +117,30 @@ def local_cluster():
     cluster.stop()
 
 
-def test_free_ports_are_distinct_and_on_loopback():
+def _return_codes(cluster):
+  return {name: process.returncode
+          for name, process in cluster.processes.items()}
+
+
+def test_free_ports_are_distinct_and_bound_on_loopback(monkeypatch):
+  bound = []
+
+  class RecordingSocket(socket.socket):
+
+    def bind(self, address):
+      super().bind(address)
+      bound.append(self.getsockname())
+
+  monkeypatch.setattr(socket, 'socket', RecordingSocket)
   ports = launch.free_ports(5)
   assert len(set(ports)) == 5
-  assert all(1024 <= port < 65536 for port in ports)
+  assert bound == [('127.0.0.1', port) for port in ports]
+
+
+def test_free_ports_are_released_for_the_tasks():
+  for port in launch.free_ports(3):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+      sock.bind(('127.0.0.1', port))  # Raises if free_ports still held it.
 
 
 def test_tf_config_of_a_task():
@@ -103,9 +167,58 @@ def test_bad_cluster_sizes(num_ps, num_workers, message):
     launch.LocalCluster(['x.py'], num_ps, num_workers)
 
 
-def test_command_is_required():
-  with pytest.raises(SystemExit):
+def test_main_reports_bad_cluster_sizes_with_status_2(capsys):
+  status = launch.main(['--num_ps', '0', '--num_workers', '2', '--', 'x.py'])
+  assert status == 2
+  assert capsys.readouterr().err == (
+      'error: 2 workers need at least one ps task (--num_ps)\n')
+
+
+def test_command_is_required_with_usage_status_2(capsys):
+  with pytest.raises(SystemExit) as exit_info:
     launch.parse_args(['--num_ps', '1'])
+  assert exit_info.value.code == 2
+  error = capsys.readouterr().err
+  assert error.startswith('usage: python -m deployment.launch [options] -- '
+                          'SCRIPT [ARGS...]\n')
+  assert error.endswith(
+      'python -m deployment.launch: error: give the script to run after --, '
+      'e.g. -- train_image_classifier.py --dataset_name=digits ...\n')
+
+
+def test_command_after_double_dash_is_passed_as_given():
+  args = launch.parse_args(['--num_workers', '3', '--', 'train.py',
+                            '--num_ps=7', '--', 'x'])
+  assert args.command == ['train.py', '--num_ps=7', '--', 'x']
+  assert (args.num_ps, args.num_workers) == (1, 3)
+
+
+def _launch_lines(log):
+  """{task name: TF_CONFIG} from the launcher's '[launch] <task>: pid' lines."""
+  return {m.group(1): json.loads(m.group(2)) for m in re.finditer(
+      r'^\[launch\] (\w+): pid \d+, (.*)$', log, re.M)}
+
+
+def test_every_task_gets_its_own_tf_config_on_loopback(local_cluster,
+                                                       fake_task):
+  output = _Lines()
+  cluster = local_cluster([fake_task, 'ok'], 2, 2, output=output)
+  every = cluster.ps_hosts + cluster.worker_hosts
+  assert [bool(LOOPBACK_ADDRESS.match(address)) for address in every] == [
+      True] * 4, every
+  assert len(set(every)) == 4
+  cluster.start()
+  assert cluster.wait(timeout=60) == 0
+  log = output.getvalue()
+  configs = _launch_lines(log)
+  expected_cluster = {'ps': cluster.ps_hosts, 'worker': cluster.worker_hosts}
+  assert configs == {
+      name: {'cluster': expected_cluster,
+             'task': {'type': name[:-1], 'index': int(name[-1])}}
+      for name in ('ps0', 'ps1', 'worker0', 'worker1')}
+  # Each ps task could listen on the address it was given.
+  for i, address in enumerate(cluster.ps_hosts):
+    assert '[ps%d] ps %d listening on %s\n' % (i, i, address) in log, log
 
 
 def test_success_prefixes_lines_and_stops_ps(local_cluster, fake_task):
@@ -119,10 +232,12 @@ def test_success_prefixes_lines_and_stops_ps(local_cluster, fake_task):
     job, index = name[:-1], name[-1]
     assert re.search(r'^\[%s\] %s %s of .*threads=1$' % (name, job, index),
                      log, re.M), log
-  assert log.count('] done') == 2
-  assert '[launch] all workers finished; stopping the ps tasks' in log
+  assert sorted(re.findall(r'^\[(\w+)\] done$', log, re.M)) == [
+      'worker0', 'worker1']
+  assert '[launch] all workers finished; stopping the ps tasks\n' in log
   # Stopped by SIGTERM, which the ps tasks turn into a clean exit.
-  assert [cluster.processes[n].returncode for n in ('ps0', 'ps1')] == [0, 0]
+  assert _return_codes(cluster) == {'ps0': 0, 'ps1': 0, 'worker0': 0,
+                                    'worker1': 0}
 
 
 def test_failed_worker_stops_the_rest_and_gives_its_status(local_cluster,
@@ -131,41 +246,108 @@ def test_failed_worker_stops_the_rest_and_gives_its_status(local_cluster,
   cluster = local_cluster([fake_task, 'fail1'], 1, 3, output=output)
   cluster.start()
   assert cluster.wait(timeout=60) == 3
-  assert all(p.poll() is not None for p in cluster.processes.values())
   assert ('[launch] worker1 failed with exit status 3; stopping the cluster'
           in output.getvalue())
+  # worker0 and worker2 were hanging: the launcher stopped them.
+  assert _return_codes(cluster) == {'ps0': 0, 'worker0': -signal.SIGTERM,
+                                    'worker1': 3, 'worker2': -signal.SIGTERM}
 
 
-def test_timeout_stops_everything_with_124(local_cluster, fake_task):
-  cluster = local_cluster([fake_task, 'hang'], 1, 2)
+def test_a_ps_task_that_ends_stops_the_cluster_with_status_1(local_cluster,
+                                                            fake_task):
+  output = _Lines()
+  cluster = local_cluster([fake_task, 'ps_quits'], 1, 2, output=output)
   cluster.start()
-  started = time.monotonic()
-  assert cluster.wait(timeout=2) == 124
-  assert time.monotonic() - started < 15
-  assert all(p.poll() is not None for p in cluster.processes.values())
+  # A ps task serves until it is stopped, so even exit status 0 is a failure.
+  assert cluster.wait(timeout=60) == 1
+  assert ('[launch] ps0 failed with exit status 1; stopping the cluster'
+          in output.getvalue())
+  assert _return_codes(cluster) == {'ps0': 0, 'worker0': -signal.SIGTERM,
+                                    'worker1': -signal.SIGTERM}
+
+
+def test_timeout_stops_everything_with_124(local_cluster, fake_task,
+                                           monkeypatch):
+  output = _Lines()
+  cluster = local_cluster([fake_task, 'hang'], 1, 2, output=output)
+  cluster.start()
+  for i in range(2):
+    _wait_for_text(output, '[worker%d] worker %d of' % (i, i))
+  clock = FakeClock()
+  monkeypatch.setattr(launch, 'time', clock)
+  assert cluster.wait(timeout=2, poll_secs=0.25) == 124
+  # Polls until the clock is past the deadline: 9 x 0.25 s = 2.25 s > 2 s.
+  assert clock.sleeps == [0.25] * 9
+  assert '[launch] timeout after 2 s; stopping the cluster\n' in (
+      output.getvalue())
+  assert _return_codes(cluster) == {'ps0': 0, 'worker0': -signal.SIGTERM,
+                                    'worker1': -signal.SIGTERM}
+
+
+class _LineReader:
+  """Reads a process's output on a thread, so that no read outlasts a deadline.
+
+  A readline() on the pipe itself would block for as long as the process
+  stays silent, whatever deadline the caller had in mind.
+  """
+
+  def __init__(self, stream):
+    self._lines = queue.Queue()
+    self._thread = threading.Thread(target=self._read, args=(stream,),
+                                    daemon=True)
+    self._thread.start()
+
+  def _read(self, stream):
+    try:
+      for line in stream:
+        self._lines.put(line)
+    finally:
+      stream.close()
+      self._lines.put(None)  # End of output.
+
+  def _next(self, deadline):
+    try:
+      return self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+    except queue.Empty:
+      return None
+
+  def until(self, pattern, timeout=30):
+    """Lines up to the first matching `pattern`; fails after `timeout`."""
+    lines = []
+    deadline = time.monotonic() + timeout
+    while True:
+      line = self._next(deadline)
+      if line is None:
+        raise AssertionError('no line matching %r within %d s in:\n%s'
+                             % (pattern, timeout, ''.join(lines)))
+      lines.append(line)
+      if re.search(pattern, line):
+        return lines
+
+  def rest(self, timeout=30):
+    """The remaining lines up to the end of output, within `timeout`."""
+    lines = []
+    deadline = time.monotonic() + timeout
+    while True:
+      line = self._next(deadline)
+      if line is None:
+        if self._thread.is_alive():
+          raise AssertionError('output still open after %d s:\n%s'
+                               % (timeout, ''.join(lines)))
+        return ''.join(lines)
+      lines.append(line)
+
+  def close(self, timeout=10):
+    self._thread.join(timeout)
 
 
 def _start_launcher(*args):
   command = [sys.executable, '-m', 'deployment.launch'] + list(args)
   env = dict(os.environ, PYTHONPATH=REPO)
-  return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True)
-
-
-def _read_until(process, pattern, timeout=30):
-  """Lines of process's output up to the first matching `pattern`."""
-  lines = []
-  deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    line = process.stdout.readline()
-    if not line:
-      break
-    lines.append(line)
-    if re.search(pattern, line):
-      return lines
-  raise AssertionError('no line matching %r in:\n%s' % (pattern,
-                                                        ''.join(lines)))
+  process = subprocess.Popen(command, cwd=REPO, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)
+  return process, _LineReader(process.stdout)
 
 
 def _task_pids(lines):
@@ -173,60 +355,66 @@ def _task_pids(lines):
           (re.search(r'^\[launch\] \w+: pid (\d+)', l) for l in lines) if m]
 
 
-@pytest.mark.parametrize('signum,status', [(signal.SIGTERM, 143),
-                                           (signal.SIGINT, 130)])
-def test_launcher_signal_stops_every_task(fake_task, signum, status):
-  process = _start_launcher('--num_ps', '1', '--num_workers', '2',
-                            '--grace_secs', '3', '--', fake_task, 'hang')
-  pids = []
-  try:
-    lines = _read_until(process, r'^\[worker1\] worker 1')
-    pids = _task_pids(lines)
-    assert len(pids) == 3
-    process.send_signal(signum)
-    rest, _ = process.communicate(timeout=30)
-    assert process.returncode == status, ''.join(lines) + rest
-    assert '[launch] interrupted by signal %d; every task is stopped' % (
-        signum) in rest
-    assert not [pid for pid in pids if process_alive(pid)]
-  finally:
-    _kill_all(process, pids)
-
-
-def test_tasks_die_with_a_killed_launcher(fake_task):
-  process = _start_launcher('--num_ps', '1', '--num_workers', '1', '--',
-                            fake_task, 'hang')
-  pids = []
-  try:
-    pids = _task_pids(_read_until(process, r'^\[worker0\] worker 0'))
-    process.kill()
-    process.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while any(process_alive(pid) for pid in pids) and time.monotonic() < deadline:
-      time.sleep(0.1)
-    assert not [pid for pid in pids if process_alive(pid)]
-  finally:
-    _kill_all(process, pids)
-
-
-def _kill_all(launcher, pids):
+def _kill_all(launcher, reader, pids):
   try:
     os.killpg(launcher.pid, signal.SIGKILL)
   except ProcessLookupError:
     pass
   launcher.wait(timeout=10)
-  launcher.stdout.close()
   for pid in pids:
     if process_alive(pid):
       os.kill(pid, signal.SIGKILL)
+  reader.close()
 
 
-def test_usage_without_command_exits_2(tmp_path):
-  del tmp_path
-  process = _start_launcher('--num_ps', '1')
+@pytest.mark.parametrize('signum,status', [(signal.SIGTERM, 143),
+                                           (signal.SIGINT, 130)])
+def test_launcher_signal_stops_every_task(fake_task, signum, status):
+  process, reader = _start_launcher('--num_ps', '1', '--num_workers', '2',
+                                    '--grace_secs', '3', '--', fake_task,
+                                    'hang')
+  pids = []
   try:
-    output, _ = process.communicate(timeout=30)
+    lines = reader.until(r'^\[worker1\] worker 1')
+    pids = _task_pids(lines)
+    assert len(pids) == 3
+    process.send_signal(signum)
+    process.wait(timeout=30)
+    rest = reader.rest()
+    assert process.returncode == status, ''.join(lines) + rest
+    assert rest.endswith('[launch] interrupted by signal %d; every task is '
+                         'stopped\n' % signum), rest
+    assert not [pid for pid in pids if process_alive(pid)]
   finally:
-    _kill_all(process, [])
+    _kill_all(process, reader, pids)
+
+
+def test_tasks_die_with_a_killed_launcher(fake_task):
+  process, reader = _start_launcher('--num_ps', '1', '--num_workers', '1',
+                                    '--', fake_task, 'hang')
+  pids = []
+  try:
+    pids = _task_pids(reader.until(r'^\[worker0\] worker 0'))
+    assert len(pids) == 2
+    process.kill()
+    process.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while (any(process_alive(pid) for pid in pids)
+           and time.monotonic() < deadline):
+      time.sleep(0.1)
+    assert not [pid for pid in pids if process_alive(pid)]
+  finally:
+    _kill_all(process, reader, pids)
+
+
+def test_usage_without_command_exits_2():
+  process, reader = _start_launcher('--num_ps', '1')
+  try:
+    process.wait(timeout=30)
+    output = reader.rest()
+  finally:
+    _kill_all(process, reader, [])
   assert process.returncode == 2
-  assert 'give the script to run after --' in output
+  assert output.endswith(
+      'python -m deployment.launch: error: give the script to run after --, '
+      'e.g. -- train_image_classifier.py --dataset_name=digits ...\n'), output

@@ -321,3 +321,195 @@ def test_default_gpu_config_runs_on_cpu_with_soft_placement(graph):
     losses = [sess.run(model.train_op) for _ in range(5)]
     sess.run(model.summary_op)
   assert losses[-1] < losses[0]
+
+
+def test_keras_layer_variables_are_placed_on_ps_tasks(graph):
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  config = DeploymentConfig(num_clones=2, num_ps_tasks=2)
+  dense = tf_keras.layers.Dense(3, name='dense')
+  clones = model_deploy.create_clones(config, lambda: dense(tf.ones([2, 4])))
+  devices = {v.op.name.split('/')[-1]: v.op.device
+             for v in tf.global_variables()}
+  assert devices == {'kernel': '/job:ps/task:0/device:CPU:0',
+                     'bias': '/job:ps/task:1/device:CPU:0'}
+  assert len(dense.weights) == 2  # Built once, shared by both clones.
+  assert [c.outputs.op.device for c in clones] == [
+      '/job:worker/device:GPU:0', '/job:worker/device:GPU:1']
+
+
+def test_string_constants_inside_clones_are_on_the_worker_cpu(graph):
+  config = DeploymentConfig(num_clones=2, num_ps_tasks=1)
+
+  def model_fn():
+    return tf.constant('label', name='text'), tf.constant(1.0, name='one')
+
+  clones = model_deploy.create_clones(config, model_fn)
+  assert [c.outputs[0].op.device for c in clones] == [
+      '/job:worker/device:CPU:0'] * 2
+  assert [c.outputs[1].op.device for c in clones] == [
+      '/job:worker/device:GPU:0', '/job:worker/device:GPU:1']
+
+
+def _two_layer_model_fn(inputs, targets):
+  net = slim.fully_connected(inputs, 2, activation_fn=None, scope='hidden')
+  predictions = slim.fully_connected(net, 1, activation_fn=None,
+                                     scope='output')
+  tf.losses.mean_squared_error(targets, predictions)
+  return predictions
+
+
+def _variable_values(sess):
+  return sess.run({v.op.name: v for v in tf.trainable_variables()})
+
+
+def _changed_by_one_step(sess, train_op):
+  sess.run(tf.global_variables_initializer())
+  before = _variable_values(sess)
+  sess.run(train_op)
+  after = _variable_values(sess)
+  return sorted(n for n in before if np.any(before[n] != after[n]))
+
+
+def test_deploy_trains_only_var_list_chosen_after_the_clones(graph):
+  x, y, _, _ = _regression_data()
+  config = DeploymentConfig(num_clones=2, clone_on_cpu=True)
+  model = model_deploy.deploy(
+      config, _two_layer_model_fn, [x, y],
+      optimizer=tf.train.GradientDescentOptimizer(0.1),
+      var_list=lambda: slim.get_variables('output'))
+  with tf.Session() as sess:
+    assert _changed_by_one_step(sess, model.train_op) == [
+        'output/biases', 'output/weights']
+
+
+def test_deploy_trains_only_var_list_given_as_a_list(graph):
+  x, y, _, _ = _regression_data()
+  weights = tf.get_variable('weights', initializer=np.full(
+      [3, 1], 0.5, np.float32))
+  scale = tf.get_variable('scale', initializer=1.0)
+
+  def model_fn(inputs, targets):
+    tf.losses.mean_squared_error(targets, tf.matmul(inputs, weights) * scale)
+
+  model = model_deploy.deploy(
+      DeploymentConfig(num_clones=2, clone_on_cpu=True), model_fn, [x, y],
+      optimizer=tf.train.GradientDescentOptimizer(0.1), var_list=[scale])
+  with tf.Session() as sess:
+    assert _changed_by_one_step(sess, model.train_op) == ['scale']
+
+
+def test_deploy_runs_extra_update_ops_built_after_the_clones(graph):
+  x, y, _, _ = _regression_data()
+  config = DeploymentConfig(num_clones=2, clone_on_cpu=True)
+  counter = tf.get_variable('counter', [], initializer=tf.zeros_initializer(),
+                            trainable=False)
+  seen_variables = []
+
+  def extra_update_ops():
+    seen_variables.extend(v.op.name for v in slim.get_model_variables())
+    return [tf.assign_add(counter, 1.0)]
+
+  model = model_deploy.deploy(
+      config, _linear_model_fn, [x, y],
+      optimizer=tf.train.GradientDescentOptimizer(0.1),
+      update_ops=extra_update_ops)
+  assert seen_variables == ['linear/weights', 'linear/biases']
+  with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    for _ in range(3):
+      sess.run(model.train_op)
+    assert sess.run(counter) == 3.0
+
+
+def test_deploy_averages_the_updated_weights_after_each_step(graph):
+  x, y, _, _ = _regression_data()
+  config = DeploymentConfig(num_clones=2, clone_on_cpu=True)
+  averages = tf.train.ExponentialMovingAverage(0.75)
+  model = model_deploy.deploy(
+      config, _linear_model_fn, [x, y],
+      optimizer=tf.train.GradientDescentOptimizer(0.1),
+      variable_averages=averages)
+  assert sorted(v.op.name for v in tf.global_variables()
+                if 'ExponentialMovingAverage' in v.op.name) == [
+                    'linear/biases/ExponentialMovingAverage',
+                    'linear/weights/ExponentialMovingAverage']
+  weights = slim.get_variables_by_name('weights')[0]
+  with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    expected = sess.run(weights)  # The shadow starts at the weights.
+    for _ in range(3):
+      sess.run(model.train_op)
+      expected = 0.75 * expected + 0.25 * sess.run(weights)
+      np.testing.assert_allclose(sess.run(averages.average(weights)),
+                                 expected, rtol=1e-6)
+
+
+def test_sync_replicas_optimizer_applies_the_averages_on_the_chief(graph):
+  x, y, _, _ = _regression_data()
+  config = DeploymentConfig(num_clones=2, clone_on_cpu=True)
+  averages = tf.train.ExponentialMovingAverage(0.75)
+  optimizer = tf.train.SyncReplicasOptimizer(
+      tf.train.GradientDescentOptimizer(0.1), replicas_to_aggregate=1,
+      total_num_replicas=1)
+  model = model_deploy.deploy(config, _linear_model_fn, [x, y],
+                              optimizer=optimizer, variable_averages=averages)
+
+  def ancestors(tensors):
+    seen, stack = set(), [getattr(t, 'op', t) for t in tensors]
+    while stack:
+      op = stack.pop()
+      if op.name not in seen:
+        seen.add(op.name)
+        stack.extend(i.op for i in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen
+
+  runner = optimizer.get_chief_queue_runner()
+  averaging = {op.name for op in graph.get_operations()
+               if op.type == 'AssignSubVariableOp'
+               and op.name.startswith('ExponentialMovingAverage/')}
+  assert averaging == {
+      'ExponentialMovingAverage/AssignMovingAvg/AssignSubVariableOp',
+      'ExponentialMovingAverage/AssignMovingAvg_1/AssignSubVariableOp'}
+  assert averaging <= ancestors(runner.enqueue_ops)
+  # Not in the workers' step: once per global step, by the chief.
+  assert not averaging & ancestors([model.train_op])
+  with tf.train.MonitoredTrainingSession(
+      hooks=[optimizer.make_session_run_hook(True)],
+      stop_grace_period_secs=1) as sess:
+    for _ in range(3):
+      sess.run(model.train_op)
+
+
+def test_deploy_merges_extra_summaries(graph):
+  x, y, _, _ = _regression_data()
+  extra = tf.summary.scalar('extra', tf.constant(2.0), collections=[])
+  model = model_deploy.deploy(
+      DeploymentConfig(num_clones=2, clone_on_cpu=True), _linear_model_fn,
+      [x, y], optimizer=tf.train.GradientDescentOptimizer(0.1),
+      summaries=[extra])
+  assert 'extra' in {t.op.name for t in model.summary_op.op.inputs}
+
+
+@pytest.mark.parametrize('kwargs,message', [
+    (dict(variable_averages='EMA'), 'variable_averages needs an optimizer'),
+    (dict(optimizer='SGD', variable_averages='EMA', variables_to_average=[]),
+     'variable_averages: no variables to average'),
+    (dict(optimizer='SYNC_WITH_EMA', variable_averages='EMA'),
+     'variable_averages given both to deploy'),
+])
+def test_deploy_rejects_misused_variable_averages(graph, kwargs, message):
+  x, y, _, _ = _regression_data()
+  averages = tf.train.ExponentialMovingAverage(0.9)
+  values = {
+      'EMA': averages,
+      'SGD': tf.train.GradientDescentOptimizer(0.1),
+      'SYNC_WITH_EMA': tf.train.SyncReplicasOptimizer(
+          tf.train.GradientDescentOptimizer(0.1), 1, 1,
+          variable_averages=averages, variables_to_average=[]),
+  }
+  kwargs = {k: values.get(v, v) if isinstance(v, str) else v
+            for k, v in kwargs.items()}
+  with pytest.raises(ValueError, match=message):
+    model_deploy.deploy(DeploymentConfig(clone_on_cpu=True),
+                        _linear_model_fn, [x, y], **kwargs)

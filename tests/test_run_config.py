@@ -160,3 +160,17 @@ def test_flag_snapshot_is_read_only(digits_dir):
     snapshot.batch_size = 8
   assert snapshot.batch_size == 7
   assert snapshot.given('batch_size') and not snapshot.given('num_clones')
+
+
+def test_flags_that_repeat_the_cluster_are_accepted(digits_dir):
+  config = run_config.from_flags(
+      digits(digits_dir, '--worker_replicas=2', '--num_ps_tasks=1',
+             '--sync_replicas', '--replicas_to_aggregate=2', '--task=1'),
+      tf_config(PS, WORKERS, 'worker', 1))
+  assert (config.task.job_name, config.task.task_index) == ('worker', 1)
+  assert config.num_workers == 2 and config.plan.global_batch_size == 64
+
+
+def test_no_cluster_without_host_flags_or_tf_config(digits_dir):
+  config = run_config.from_flags(digits(digits_dir), {'TF_CONFIG': ''})
+  assert config.task is None and config.is_chief
