@@ -78,35 +78,54 @@ def test_resumes_from_latest_checkpoint(digits_dir, tmp_path):
   assert _checkpoint_step(train_dir) == 20
 
 
+def _wait_for_checkpoint_after(train_dir, step, timeout=120):
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    latest = _checkpoint_step(train_dir) if os.path.isdir(train_dir) else None
+    if latest is not None and latest > step:
+      return latest
+    time.sleep(0.2)
+  pytest.fail('no checkpoint after step %s within %d s' % (step, timeout))
+
+
+# Seconds after a new checkpoint at which each run is killed: with a save
+# every second, these land in steps, in saves and between them.
+KILL_DELAYS = (0.0, 0.35, 0.8, 1.3, 2.1)
+
+
 @pytest.mark.slow
-def test_sigkill_mid_run_then_resume(digits_dir, tmp_path):
+def test_sigkill_at_several_moments_then_resume(digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  process = start_script(TRAIN, *_train_flags(
-      digits_dir, train_dir, 100000, '--save_interval_secs=1'))
-  try:
-    deadline = time.time() + 120
-    while time.time() < deadline:
-      step = _checkpoint_step(train_dir) if os.path.isdir(train_dir) else None
-      if step:
-        break
-      time.sleep(0.5)
-    else:
-      pytest.fail('no checkpoint after step 0 within 120 s')
-    time.sleep(1.5)  # Let it be in the middle of steps and saves.
-  finally:
-    kill_group(process)
-  killed_at = _checkpoint_step(train_dir)
-  assert killed_at > 0
-  # Whatever SIGKILL interrupted, the latest checkpoint is whole.
-  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
-  assert reader.get_tensor('global_step') == killed_at
+  flags = _train_flags(digits_dir, train_dir, 100000, '--save_interval_secs=1')
+  # Killed while starting, before any checkpoint: the next run starts over.
+  process = start_script(TRAIN, *flags)
+  time.sleep(1.0)
+  kill_group(process)
+  assert _checkpoint_step(train_dir) is None
+
+  previous = -1
+  for delay in KILL_DELAYS:
+    process = start_script(TRAIN, *flags)
+    try:
+      _wait_for_checkpoint_after(train_dir, previous)
+      time.sleep(delay)
+    finally:
+      kill_group(process)
+    latest = _checkpoint_step(train_dir)
+    # Whatever SIGKILL interrupted, the latest checkpoint is whole and no
+    # older than the one the run resumed from.
+    assert latest > previous
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+    assert reader.get_tensor('global_step') == latest
+    assert np.all(np.isfinite(reader.get_tensor('LeNet/fc4/weights')))
+    previous = latest
 
   result = run_script(TRAIN, *_train_flags(digits_dir, train_dir,
-                                           killed_at + 5))
+                                           previous + 5))
   _assert_ok(result)
   assert 'Restoring parameters from %s/model.ckpt-%d' % (
-      train_dir, killed_at) in result.stdout
-  assert _checkpoint_step(train_dir) == killed_at + 5
+      train_dir, previous) in result.stdout
+  assert _checkpoint_step(train_dir) == previous + 5
 
 
 def _make_gray_folder(root, num_classes, per_class):
@@ -193,7 +212,12 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(digits_dir, tmp_path):
       digits_dir, train_dir, 500, '--learning_rate=1e12', '--optimizer=sgd',
       '--save_interval_secs=1'))
   assert result.returncode == 3, result.stdout[-3000:]
-  assert 'error: training stopped' in result.stdout
+  # Which guard stopped it: the NaN-loss hook, or FiniteWeightsGuard when
+  # the weights went NaN while the loss was still finite (tests/test_hooks.py
+  # checks each one alone).
+  assert re.search(r'error: training stopped: (NaN loss during training|'
+                   r'weights became NaN or infinite at step \d+)',
+                   result.stdout), result.stdout[-3000:]
   assert 'Traceback' not in result.stdout
   latest = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
   for name in ('LeNet/conv1/weights', 'LeNet/fc4/weights'):
