@@ -46,3 +46,14 @@ run: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# TensorBoard on the summaries of `make run` (training, and eval/ beside it):
+# open http://127.0.0.1:6006 while it runs; Ctrl-C stops it. The same as
+# `.venv/bin/tensorboard --logdir $(RUN_DIR) --host 127.0.0.1`, less the
+# start-up noise: TensorFlow imported through deployment.quiet, and the
+# Python event loader (ample for one run) instead of the data server's NOTE.
+.PHONY: tensorboard
+tensorboard: $(STAMP)
+	$(PY) -c 'from deployment import quiet; quiet.import_tensorflow(); \
+	    from tensorboard import main; main.run_main()' \
+	    --logdir $(RUN_DIR) --host 127.0.0.1 --load_fast=false

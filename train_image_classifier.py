@@ -31,6 +31,7 @@ from absl import app
 from datasets import input_pipeline
 from datasets import tfrecord_check
 from deployment import cluster
+from deployment import collectives
 from deployment import model_deploy
 from deployment.slim_compat import tf
 from training import cli
@@ -40,6 +41,7 @@ from training import optimizers
 from training import replica_session
 from training import run_config
 from training import schedule
+from training.errors import ScriptError
 from training.errors import TrainingDiverged
 from training.errors import call_for_flag
 from training.flags import FLAGS
@@ -83,6 +85,8 @@ def train(config, master, extra_hooks=()):
     with tfrecord_check.naming_corrupt_files(
         config.model.dataset.data_sources), \
         stopping_on_divergence(config.train_dir), \
+        naming_collective_timeouts(
+            config.flags.collective_timeout_secs), \
         training_session(config, graph, master, extra_hooks) as session:
       while not session.should_stop():
         session.run(graph.train_op)
@@ -132,8 +136,9 @@ def build_training_graph(config):
       var_list=lambda: fine_tune.variables_to_train(
           fine_tune.split_scopes(f.trainable_scopes)),
       variable_averages=variable_averages,
-      summaries=[tf.summary.scalar('learning_rate', learning_rate,
-                                   collections=[])])
+      summaries=[model_deploy.scalar_summary('learning_rate',
+                                             learning_rate)],
+      sync_batch_norm=f.sync_batch_norm)
   sync_optimizer = (optimizer if config.sync_optimizer_replicas else None)
   return TrainingGraph(model.train_op, learning_rate, model.total_loss,
                        model.summary_op, fine_tune_init_fn(config),
@@ -231,8 +236,9 @@ def training_session(config, graph, master, extra_hooks):
       save_checkpoint_secs=None, save_checkpoint_steps=None,
       save_summaries_steps=None, save_summaries_secs=None,
       log_step_count_steps=None,
-      config=tf.ConfigProto(allow_soft_placement=True,
-                            device_filters=device_filters),
+      config=model_deploy.session_config(
+          config.deployment, allow_soft_placement=True,
+          device_filters=device_filters),
       stop_grace_period_secs=5)
 
 
@@ -247,6 +253,20 @@ def stopping_on_divergence(train_dir):
         'training stopped: %s. The last good checkpoint in %s is kept; '
         'lower --learning_rate and resume.'
         % (str(e).strip() or 'NaN loss', train_dir)) from None
+
+
+@contextlib.contextmanager
+def naming_collective_timeouts(timeout_secs):
+  """Turns a collective op's timeout into a ScriptError saying what it means."""
+  try:
+    yield
+  except collectives.COLLECTIVE_ERRORS as e:
+    if e.op is None or not e.op.type.startswith('Collective'):
+      raise
+    raise ScriptError(
+        'collective op %s did not complete within --collective_timeout_secs'
+        '=%g: a clone or replica it waits for stopped or never started'
+        % (e.op.name, timeout_secs)) from None
 
 
 if __name__ == '__main__':

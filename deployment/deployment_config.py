@@ -7,6 +7,7 @@ import numbers
 
 from deployment import device_placement
 
+
 def _check_int(name, value, minimum):
   if isinstance(value, bool) or not isinstance(value, numbers.Integral):
     raise TypeError('%s must be an integer, got %r' % (name, value))
@@ -29,6 +30,18 @@ class DeploymentConfig:
     ps_strategy: how variables are spread over ps tasks: 'round_robin'
       (upstream behaviour) or 'by_size' (each variable to the task with the
       fewest bytes so far).
+    separate_cpu_devices: with clone_on_cpu, give each clone device of its
+      own logical CPU device (CPU:0, CPU:1, ...) instead of sharing CPU:0.
+      Collective ops (sync batch norm) need this: two members of a
+      collective on one device wait for each other forever. Create the
+      session with `model_deploy.session_config(config)`, which asks
+      TensorFlow for that many CPU devices.
+    devices_per_clone: devices each clone spans (model parallelism inside a
+      clone): clone i gets devices i*k .. i*k+k-1; `clone_devices(i)` lists
+      them for model_fn to place its parts. Ops default to the first.
+    collective_timeout_secs: a collective op (sync batch norm) whose
+      members do not all arrive fails after this many seconds instead of
+      waiting forever.
 
   Raises:
     ValueError, TypeError: for a value out of range, naming it.
@@ -36,8 +49,19 @@ class DeploymentConfig:
 
   def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0,
                num_replicas=1, num_ps_tasks=0, worker_job_name='worker',
-               ps_job_name='ps', ps_strategy='round_robin'):
+               ps_job_name='ps', ps_strategy='round_robin',
+               separate_cpu_devices=False, devices_per_clone=1,
+               collective_timeout_secs=60.0):
     _check_int('num_clones', num_clones, 1)
+    _check_int('devices_per_clone', devices_per_clone, 1)
+    if not (isinstance(collective_timeout_secs, numbers.Real)
+            and collective_timeout_secs > 0):
+      raise ValueError('collective_timeout_secs must be a number > 0, got %r'
+                       % (collective_timeout_secs,))
+    if separate_cpu_devices and not clone_on_cpu:
+      raise ValueError('separate_cpu_devices=True places clones on logical '
+                       'CPU devices: set clone_on_cpu=True too (GPU clones '
+                       'are on separate devices already)')
     _check_int('num_replicas', num_replicas, 1)
     _check_int('num_ps_tasks', num_ps_tasks, 0)
     _check_int('replica_id', replica_id, 0)
@@ -66,6 +90,9 @@ class DeploymentConfig:
     self._worker_job_name = worker_job_name
     self._ps_job_name = ps_job_name
     self._ps_strategy = ps_strategy
+    self._separate_cpu_devices = bool(separate_cpu_devices)
+    self._devices_per_clone = devices_per_clone
+    self._collective_timeout_secs = float(collective_timeout_secs)
     if num_ps_tasks == 0:
       self._worker_device = ''
       self._ps_device = ''
@@ -110,14 +137,43 @@ class DeploymentConfig:
     return self._ps_strategy
 
   @property
+  def separate_cpu_devices(self):
+    return self._separate_cpu_devices
+
+  @property
+  def devices_per_clone(self):
+    return self._devices_per_clone
+
+  @property
+  def collective_timeout_secs(self):
+    return self._collective_timeout_secs
+
+  @property
+  def num_local_devices(self):
+    """Devices the clones of one replica use: num_clones x devices_per_clone
+    (on one shared CPU:0, unless separate_cpu_devices)."""
+    return self._num_clones * self._devices_per_clone
+
+  @property
+  def clones_share_a_device(self):
+    """Whether several clone devices resolve to the same device (CPU:0)."""
+    return (self._clone_on_cpu and not self._separate_cpu_devices
+            and self.num_local_devices > 1)
+
+  @property
   def is_chief(self):
     return self._replica_id == 0
 
   def __repr__(self):
+    extra = ''
+    if self._separate_cpu_devices:
+      extra += ', separate_cpu_devices=True'
+    if self._devices_per_clone > 1:
+      extra += ', devices_per_clone=%d' % self._devices_per_clone
     return ('DeploymentConfig(num_clones=%d, clone_on_cpu=%s, replica_id=%d, '
-            'num_replicas=%d, num_ps_tasks=%d)' % (
+            'num_replicas=%d, num_ps_tasks=%d%s)' % (
                 self._num_clones, self._clone_on_cpu, self._replica_id,
-                self._num_replicas, self._num_ps_tasks))
+                self._num_replicas, self._num_ps_tasks, extra))
 
   def _check_clone_index(self, clone_index):
     if isinstance(clone_index, bool) or not isinstance(
@@ -127,11 +183,26 @@ class DeploymentConfig:
                        % (self._num_clones, clone_index))
 
   def clone_device(self, clone_index):
-    """Device of clone `clone_index`, e.g. '/job:worker/device:GPU:1'."""
+    """Device of clone `clone_index`, e.g. '/job:worker/device:GPU:1'.
+
+    With several devices per clone, the first of `clone_devices`.
+    """
+    return self.clone_devices(clone_index)[0]
+
+  def clone_devices(self, clone_index):
+    """Every device of clone `clone_index`, in order.
+
+    e.g. ['/device:GPU:2', '/device:GPU:3'] for clone 1 of 2 devices each;
+    ['/device:CPU:0', '/device:CPU:0'] with clone_on_cpu alone.
+    """
     self._check_clone_index(clone_index)
-    if self._clone_on_cpu:
-      return self._worker_device + '/device:CPU:0'
-    return self._worker_device + '/device:GPU:%d' % clone_index
+    first = clone_index * self._devices_per_clone
+    indices = range(first, first + self._devices_per_clone)
+    if self._clone_on_cpu and not self._separate_cpu_devices:
+      return [self._worker_device + '/device:CPU:0' for _ in indices]
+    kind = 'CPU' if self._clone_on_cpu else 'GPU'
+    return [self._worker_device + '/device:%s:%d' % (kind, i)
+            for i in indices]
 
   def clone_scope(self, clone_index):
     """Name scope of clone `clone_index`: '' for a single clone."""

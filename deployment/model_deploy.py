@@ -32,16 +32,19 @@ sparse gradients stay sparse when summed; summaries are placed on the CPU.
 """
 
 import collections
+import contextlib
 
+from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
 from deployment import slim_compat
+from deployment import sync_batch_norm as sync_batch_norm_lib
 from deployment.deployment_config import DeploymentConfig
 from deployment.slim_compat import tf
 
 __all__ = [
     'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones',
-    'deploy', 'optimize_clones',
+    'deploy', 'optimize_clones', 'scalar_summary', 'session_config',
 ]
 
 # `outputs`: whatever model_fn returned; `scope`: the clone's name scope
@@ -54,23 +57,73 @@ DeployedModel = collections.namedtuple(
     'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
 
 
-def _placing_variables_on(device):
-  """A variable creator that builds every new variable under `device`."""
+def _placing_variables_on(device, clone_scopes):
+  """A variable creator that builds every new variable under `device`.
+
+  Variables whose name takes the graph's name scope (Keras layers, plain
+  tf.Variable) would be named `clone_0/...` with several clones and
+  without the prefix with one, so a checkpoint would depend on the number
+  of clones. The creator builds them outside the clone's name scope.
+  (tf.get_variable, and so slim, names variables by variable scope and is
+  unaffected.)
+  """
 
   def creator(next_creator, **kwargs):
+    scope = tf.get_default_graph().get_name_scope()
+    for clone_scope in clone_scopes:
+      if scope == clone_scope or scope.startswith(clone_scope + '/'):
+        outside = scope[len(clone_scope) + 1:]
+        with tf.name_scope(outside + '/' if outside else None), \
+            tf.device(device):
+          return next_creator(**kwargs)
     with tf.device(device):
       return next_creator(**kwargs)
 
   return creator
 
 
-def create_clones(config, model_fn, args=None, kwargs=None):
+def session_config(config, **kwargs):
+  """A tf.ConfigProto with the devices `config` places clones on.
+
+  With separate_cpu_devices, TensorFlow makes one logical CPU device per
+  clone device (it makes a single CPU device otherwise).
+
+  Args:
+    config: a DeploymentConfig.
+    **kwargs: more tf.ConfigProto fields (e.g. allow_soft_placement=True).
+  """
+  proto = tf.ConfigProto(**kwargs)
+  if config.separate_cpu_devices:
+    proto.device_count['CPU'] = max(config.num_local_devices,
+                                    proto.device_count.get('CPU', 1))
+  return proto
+
+
+def _clone_group(config, sync_batch_norm):
+  """The CollectiveGroup of sync batch norm, or None without it."""
+  if not sync_batch_norm:
+    return None
+  if config.clones_share_a_device and config.num_clones > 1:
+    raise ValueError(
+        'sync_batch_norm with %d clones all on %s: collective ops between '
+        'members on one device never complete. Give each clone its own '
+        'device: DeploymentConfig(clone_on_cpu=True, '
+        'separate_cpu_devices=True), with a session from '
+        'model_deploy.session_config(config)'
+        % (config.num_clones, config.clone_device(0)))
+  return collectives.CollectiveGroup(
+      config.num_clones, group_key=1,
+      timeout_seconds=config.collective_timeout_secs)
+
+
+def create_clones(config, model_fn, args=None, kwargs=None,
+                  sync_batch_norm=False):
   """Calls `model_fn` once per clone, each under its name scope and device.
 
   Variables are created by the first clone on `config.variables_device()` and
-  reused by the others, so their number does not depend on `num_clones`.
-  Summaries and string constants inside a clone are placed on the worker's
-  CPU.
+  reused by the others, so their number and names do not depend on
+  `num_clones`. Summaries and string constants inside a clone are placed on
+  the worker's CPU.
 
   Args:
     config: a DeploymentConfig.
@@ -78,80 +131,101 @@ def create_clones(config, model_fn, args=None, kwargs=None):
       example through tf.losses.*).
     args: positional arguments for model_fn.
     kwargs: keyword arguments for model_fn.
+    sync_batch_norm: new; normalise every slim.batch_norm of model_fn in
+      training with the statistics of all clones' batches together (see
+      deployment/sync_batch_norm.py). Needs a device per clone.
 
   Returns:
     A list of Clone tuples, one per clone.
+
+  Raises:
+    ValueError: sync_batch_norm with several clones on one device.
   """
   args = args or []
   kwargs = kwargs or {}
+  group = _clone_group(config, sync_batch_norm)
   clones = []
   variables_device = config.variables_device()
   host_ops = device_placement.host_ops_to(config.inputs_device())
+  clone_scopes = [config.clone_scope(i) for i in range(config.num_clones)
+                  if config.clone_scope(i)]
   with slim_compat.identity_equality(), tf.variable_creator_scope(
-      _placing_variables_on(variables_device)):
+      _placing_variables_on(variables_device, clone_scopes)):
     for i in range(config.num_clones):
       with tf.name_scope(config.clone_scope(i)) as clone_scope:
         clone_device = config.clone_device(i)
         with tf.device(clone_device), tf.device(host_ops):
           with tf.variable_scope(tf.get_variable_scope(),
-                                 reuse=True if i > 0 else None):
+                                 reuse=True if i > 0 else None), \
+              _synchronized(group, i):
             outputs = model_fn(*args, **kwargs)
         clones.append(Clone(outputs, clone_scope, clone_device))
   return clones
+
+
+def _synchronized(group, member):
+  if group is None:
+    return contextlib.nullcontext()
+  return sync_batch_norm_lib.synchronized(group, member)
 
 
 def _gather_clone_loss(clone, num_clones, regularization_losses):
   """The loss of one clone, on the clone's device.
 
   Returns:
-    (clone_loss, regularization_loss): clone_loss is None when the clone has
-    neither losses nor regularization losses; regularization_loss is None
-    when `regularization_losses` is empty.
+    (loss, own_loss, regularization_loss): `loss` is what the clone
+    differentiates, its own (scaled) loss plus `regularization_loss`;
+    each is None when absent (`loss` when the clone has neither).
   """
   with tf.device(clone.device):
-    parts = []
+    own_loss = None
     clone_losses = tf.get_collection(tf.GraphKeys.LOSSES, clone.scope)
     if clone_losses:
-      clone_loss = tf.add_n(clone_losses, name='clone_loss')
+      own_loss = tf.add_n(clone_losses, name='clone_loss')
       if num_clones > 1:
-        clone_loss = tf.math.divide(clone_loss, 1.0 * num_clones,
-                                    name='scaled_clone_loss')
-      parts.append(clone_loss)
+        own_loss = tf.math.divide(own_loss, 1.0 * num_clones,
+                                  name='scaled_clone_loss')
     regularization_loss = None
     if regularization_losses:
       regularization_loss = tf.add_n(regularization_losses,
                                      name='regularization_loss')
-      parts.append(regularization_loss)
+    parts = [l for l in (own_loss, regularization_loss) if l is not None]
     if not parts:
-      return None, None
-    return tf.add_n(parts), regularization_loss
+      return None, None, None
+    return tf.add_n(parts), own_loss, regularization_loss
+
+
+# `losses`: per clone, what it differentiates (None without any loss);
+# `own_losses`: per clone, its LOSSES alone, scaled; `regularization_loss`:
+# the regularization added to the first clone, or None; `results`: what
+# per_clone_fn returned for each clone with a loss.
+GatheredLosses = collections.namedtuple(
+    'GatheredLosses',
+    ['losses', 'own_losses', 'regularization_loss', 'results'])
 
 
 def _gather_losses(clones, regularization_losses, per_clone_fn=None):
   """Losses of all clones; regularization goes to the first clone only.
 
   Returns:
-    (clone_losses, regularization_loss, results): the clone losses (None
-    where a clone has none), the regularization loss tensor or None, and
-    what per_clone_fn(clone, clone_loss) returned for each clone with a loss.
+    A GatheredLosses.
   """
   if regularization_losses is None:
     regularization_losses = tf.get_collection(
         tf.GraphKeys.REGULARIZATION_LOSSES)
-  clone_losses = []
-  results = []
-  total_regularization = None
+  gathered = GatheredLosses([], [], None, [])
   for clone in clones:
     with tf.name_scope(clone.scope):
-      clone_loss, regularization = _gather_clone_loss(
+      loss, own_loss, regularization = _gather_clone_loss(
           clone, len(clones), regularization_losses)
       if regularization is not None:
-        total_regularization = regularization
-      if clone_loss is not None and per_clone_fn is not None:
-        results.append(per_clone_fn(clone, clone_loss))
-    clone_losses.append(clone_loss)
+        gathered = gathered._replace(regularization_loss=regularization)
+      if loss is not None and per_clone_fn is not None:
+        gathered.results.append(per_clone_fn(clone, loss))
+    gathered.losses.append(loss)
+    gathered.own_losses.append(own_loss)
     regularization_losses = None
-  return clone_losses, total_regularization, results
+  return gathered
 
 
 def _total_loss(clone_losses):
@@ -187,7 +261,7 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
   Raises:
     ValueError: when no clone has a loss.
   """
-  total_loss, grads_and_vars, _, _ = _optimize_clones(
+  total_loss, grads_and_vars, _ = _optimize_clones(
       clones, optimizer, regularization_losses, **kwargs)
   return total_loss, grads_and_vars
 
@@ -197,24 +271,36 @@ def _optimize_clones(clones, optimizer, regularization_losses, **kwargs):
     with tf.device(clone.device):
       return optimizer.compute_gradients(clone_loss, **kwargs)
 
-  clone_losses, regularization_loss, clone_grads = _gather_losses(
-      clones, regularization_losses, compute)
-  total_loss = _total_loss(clone_losses)
-  grads_and_vars = gradients.sum_clones_gradients(clone_grads)
-  return total_loss, grads_and_vars, clone_losses, regularization_loss
+  gathered = _gather_losses(clones, regularization_losses, compute)
+  total_loss = _total_loss(gathered.losses)
+  grads_and_vars = gradients.sum_clones_gradients(gathered.results)
+  return total_loss, grads_and_vars, gathered
 
 
-def _loss_summaries(clones, clone_losses, regularization_loss, total_loss):
+def scalar_summary(tag, value):
+  """A scalar summary whose tag is exactly `tag`.
+
+  tf.summary.scalar names the tag after its op, which the graph makes
+  unique: next to an op named 'total_loss' the tag would be 'total_loss_1'.
+  """
+  summary = tf.raw_ops.ScalarSummary(tags=tag, values=value, name=tag)
+  tf.add_to_collection(tf.GraphKeys.SUMMARIES, summary)
+  return summary
+
+
+def _loss_summaries(clones, gathered, total_loss):
+  """A clone's own loss (as upstream: scaled, without regularization), the
+  regularization loss and the total loss."""
   summaries = []
-  for clone, clone_loss in zip(clones, clone_losses):
-    if clone_loss is not None:
-      name = '/'.join(p for p in ('Losses', clone.scope.rstrip('/'),
-                                  'clone_loss') if p)
-      summaries.append(tf.summary.scalar(name, clone_loss))
-  if regularization_loss is not None:
-    summaries.append(tf.summary.scalar('Losses/regularization_loss',
-                                       regularization_loss))
-  summaries.append(tf.summary.scalar('total_loss', total_loss))
+  for clone, own_loss in zip(clones, gathered.own_losses):
+    if own_loss is not None:
+      tag = '/'.join(p for p in ('Losses', clone.scope.rstrip('/'),
+                                 'clone_loss') if p)
+      summaries.append(scalar_summary(tag, own_loss))
+  if gathered.regularization_loss is not None:
+    summaries.append(scalar_summary('Losses/regularization_loss',
+                                    gathered.regularization_loss))
+  summaries.append(scalar_summary('total_loss', total_loss))
   return summaries
 
 
@@ -231,7 +317,7 @@ def _gradient_summaries(grads_and_vars):
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None, update_ops=None,
            variable_averages=None, variables_to_average=None,
-           summaries=None):
+           summaries=None, sync_batch_norm=False):
   """Builds the clones, their losses and (with an optimizer) the train op.
 
   The update ops (e.g. batch-norm moving averages) of the first clone run
@@ -277,6 +363,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     variables_to_average: a list, or a function returning one; None: the
       model variables (slim.get_model_variables()).
     summaries: more summary tensors to merge into `summary_op`.
+    sync_batch_norm: normalise with the statistics of all clones' batches
+      (see `create_clones`).
 
   Returns:
     A DeployedModel. `train_op` (named 'train_op', None without optimizer)
@@ -287,7 +375,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   Raises:
     ValueError: no clone has a loss; variable_averages without an
       optimizer, with nothing to average, or given twice (to deploy and to
-      the SyncReplicasOptimizer).
+      the SyncReplicasOptimizer); sync_batch_norm with clones sharing a
+      device.
   """
   if variable_averages is not None and optimizer is None:
     raise ValueError('variable_averages needs an optimizer: averages are '
@@ -295,7 +384,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   with slim_compat.identity_equality():
     return _deploy(config, model_fn, args, kwargs, optimizer,
                    summarize_gradients, var_list, update_ops,
-                   variable_averages, variables_to_average, summaries or [])
+                   variable_averages, variables_to_average, summaries or [],
+                   sync_batch_norm)
 
 
 def _called(value):
@@ -333,13 +423,13 @@ def _give_averages_to_sync_optimizer(optimizer, variable_averages,
 
 def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients,
             var_list, extra_update_ops, variable_averages,
-            variables_to_average, extra_summaries):
+            variables_to_average, extra_summaries, sync_batch_norm):
   summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
   summaries.update(extra_summaries)
   with tf.device(config.variables_device()):
     global_step = tf.train.get_or_create_global_step()
 
-  clones = create_clones(config, model_fn, args, kwargs)
+  clones = create_clones(config, model_fn, args, kwargs, sync_batch_norm)
   first_clone = clones[0]
   update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
   update_ops += list(_called(extra_update_ops) or [])
@@ -356,8 +446,8 @@ def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients,
       compute_kwargs = {}
       if var_list is not None:
         compute_kwargs['var_list'] = list(_called(var_list))
-      total_loss, grads_and_vars, clone_losses, regularization_loss = (
-          _optimize_clones(clones, optimizer, None, **compute_kwargs))
+      total_loss, grads_and_vars, gathered = _optimize_clones(
+          clones, optimizer, None, **compute_kwargs)
       if summarize_gradients:
         summaries.update(_gradient_summaries(grads_and_vars))
       apply_op = optimizer.apply_gradients(grads_and_vars,
@@ -370,13 +460,12 @@ def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients,
       with tf.control_dependencies([apply_op] + update_ops):
         train_op = tf.identity(total_loss, name='train_op')
     else:
-      clone_losses, regularization_loss, _ = _gather_losses(clones, None)
-      total_loss = _total_loss(clone_losses)
+      gathered = _gather_losses(clones, None)
+      total_loss = _total_loss(gathered.losses)
 
     summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES,
                                        first_clone.scope))
-    summaries.update(_loss_summaries(clones, clone_losses,
-                                     regularization_loss, total_loss))
+    summaries.update(_loss_summaries(clones, gathered, total_loss))
     summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
                                   name='summary_op')
   return DeployedModel(train_op, summary_op, total_loss, clones)

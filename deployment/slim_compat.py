@@ -8,6 +8,11 @@ each missing name back, pointing at the object that replaced it, and only
 where the name is missing, so it is a no-op on a TensorFlow that still has
 them.
 
+It also imports TensorFlow through `deployment.quiet`, which keeps the lines
+of TensorFlow, tf-keras and tf-slim that no user can act on (CUDA stub,
+deprecations inside the libraries, session chatter) off stderr;
+TF_CPP_MIN_LOG_LEVEL=0 shows them again.
+
 Every module of this project imports slim through here:
 
     from deployment.slim_compat import slim, tf
@@ -15,14 +20,24 @@ Every module of this project imports slim through here:
 
 import contextlib
 import importlib
+import importlib.util
 import sys
 
+from deployment import quiet
+
+# Before any other import of TensorFlow: the lines its C++ code prints while
+# it loads can only be filtered then.
+quiet.import_tensorflow()
+quiet.filter_library_messages()
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow.compat.v1 as tf
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import variable_scope
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 # (module that tf-slim reads the name from, name, "module:attribute" that
 # holds the object on TF 2.21).
@@ -65,16 +80,15 @@ def install_aliases():
     if not hasattr(module, name):
       setattr(module, name, _resolve(target))
       restored.append('%s.%s' % (module.__name__, name))
-  for suffix in ('', '.normalization'):
-    alias = _LEGACY_LAYERS + suffix
-    if alias in sys.modules:
-      continue
-    try:
-      importlib.import_module(alias)
-    except ImportError:
-      sys.modules[alias] = importlib.import_module(
+  if (_LEGACY_LAYERS not in sys.modules
+      and importlib.util.find_spec(_LEGACY_LAYERS) is None):
+    # The submodule too: imported through the aliased package it would be
+    # found, and run a second time under the alias name, with a
+    # BatchNormalization class of its own.
+    for suffix in ('', '.normalization'):
+      sys.modules[_LEGACY_LAYERS + suffix] = importlib.import_module(
           _LEGACY_LAYERS_SOURCE + suffix)
-      restored.append(alias)
+      restored.append(_LEGACY_LAYERS + suffix)
   return restored
 
 

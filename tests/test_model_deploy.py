@@ -309,6 +309,36 @@ def test_deploy_summaries_are_merged_and_on_cpu(graph, summarize_gradients):
   assert {t.op.device for t in merged.inputs} == {'/job:worker/device:CPU:0'}
 
 
+def test_loss_summary_tags_are_exact_and_clone_losses_own(graph):
+  x, y, x_value, y_value = _regression_data()
+  config = DeploymentConfig(num_clones=2, clone_on_cpu=True)
+
+  def model_fn(inputs, targets):
+    return _linear_model_fn(inputs, targets, weight_decay=0.01)
+
+  model = model_deploy.deploy(config, model_fn, [x, y],
+                              optimizer=tf.train.GradientDescentOptimizer(0.1))
+  with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    summary = tf.Summary.FromString(sess.run(model.summary_op))
+  values = {v.tag: v.simple_value for v in summary.value}
+  mse = np.mean((x_value.dot(np.full([3, 1], 0.5)) - y_value) ** 2)
+  regularization = 0.01 * 0.5 * 3 * 0.25
+  # Each clone sees the whole batch here; its own loss is scaled by 1/2 and
+  # carries no regularization (upstream's summary), the total does.
+  assert sorted(values) == ['Losses/clone_0/clone_loss',
+                            'Losses/clone_1/clone_loss',
+                            'Losses/regularization_loss', 'total_loss']
+  np.testing.assert_allclose(values['Losses/clone_0/clone_loss'], mse / 2,
+                             rtol=1e-5)
+  np.testing.assert_allclose(values['Losses/clone_1/clone_loss'], mse / 2,
+                             rtol=1e-5)
+  np.testing.assert_allclose(values['Losses/regularization_loss'],
+                             regularization, rtol=1e-5)
+  np.testing.assert_allclose(values['total_loss'], mse + regularization,
+                             rtol=1e-5)
+
+
 def test_default_gpu_config_runs_on_cpu_with_soft_placement(graph):
   x, y, _, _ = _regression_data()
   config = DeploymentConfig(num_clones=2)  # clone_on_cpu=False

@@ -1,5 +1,8 @@
 """tf-slim 1.1.0 works on TF 2.21 through deployment.slim_compat."""
 
+import importlib
+import sys
+
 import numpy as np
 import pytest
 
@@ -17,7 +20,12 @@ EXPECTED_ALIASES = [
     'tensorflow.python.ops.control_flow_ops.while_loop',
     'tensorflow.python.ops.variable_scope.variable',
     'tf_keras.legacy_tf_layers',
+    'tf_keras.legacy_tf_layers.normalization',
 ]
+LEGACY_LAYERS = ['tf_keras.legacy_tf_layers',
+                 'tf_keras.legacy_tf_layers.normalization']
+# (module, name, 'module:attribute' of the object on TF 2.21)
+ALIASES = slim_compat._ALIASES  # pylint: disable=protected-access
 
 
 def test_every_alias_was_missing_on_this_tensorflow():
@@ -26,8 +34,65 @@ def test_every_alias_was_missing_on_this_tensorflow():
   assert slim_compat.RESTORED == EXPECTED_ALIASES
 
 
-def test_installing_again_restores_nothing():
+def _alias_id(alias):
+  module, name, _ = alias
+  return '%s.%s' % (module.__name__.rsplit('.', 1)[1], name)
+
+
+def _installed_objects():
+  objects = {'%s.%s' % (module.__name__, name): getattr(module, name)
+             for module, name, _ in ALIASES}
+  objects.update((name, sys.modules[name]) for name in LEGACY_LAYERS)
+  return objects
+
+
+@pytest.mark.parametrize('alias', ALIASES, ids=_alias_id)
+def test_each_alias_is_the_object_that_replaced_it(alias):
+  module, name, target = alias
+  module_name, attribute = target.split(':')
+  assert getattr(module, name) is getattr(
+      importlib.import_module(module_name), attribute)
+
+
+def test_legacy_layers_alias_the_tf_keras_modules_themselves():
+  # One module object under both names: the BatchNormalization class
+  # unfused slim.batch_norm builds is tf_keras' own.
+  for name in LEGACY_LAYERS:
+    source = name.replace('tf_keras.', 'tf_keras.src.')
+    assert sys.modules[name] is importlib.import_module(source)
+
+
+def test_installing_again_changes_nothing():
+  before = _installed_objects()
+  assert sorted(before) == sorted(EXPECTED_ALIASES)
   assert slim_compat.install_aliases() == []
+  after = _installed_objects()
+  assert all(after[name] is before[name] for name in EXPECTED_ALIASES)
+
+
+@pytest.mark.parametrize('alias', ALIASES, ids=_alias_id)
+def test_a_missing_name_is_restored_alone(monkeypatch, alias):
+  module, name, _ = alias
+  installed = getattr(module, name)
+  monkeypatch.delattr(module, name)
+  assert slim_compat.install_aliases() == ['%s.%s' % (module.__name__, name)]
+  assert getattr(module, name) is installed
+
+
+def test_a_name_tensorflow_has_is_left_alone(monkeypatch):
+  own_cond = object()
+  control_flow_ops = slim_compat.control_flow_ops
+  monkeypatch.setattr(control_flow_ops, 'cond', own_cond)
+  assert slim_compat.install_aliases() == []
+  assert control_flow_ops.cond is own_cond
+
+
+def test_missing_legacy_layers_are_aliased_package_and_submodule(monkeypatch):
+  installed = {name: sys.modules[name] for name in LEGACY_LAYERS}
+  for name in LEGACY_LAYERS:
+    monkeypatch.delitem(sys.modules, name)
+  assert slim_compat.install_aliases() == LEGACY_LAYERS
+  assert all(sys.modules[name] is installed[name] for name in LEGACY_LAYERS)
 
 
 @pytest.mark.parametrize('fused', [True, False])
@@ -160,6 +225,25 @@ def test_identity_equality_is_scoped_to_graph_building(graph):
     assert a is not b and a != b and a == a  # pylint: disable=comparison-with-itself
     assert len({a, b, a}) == 2
   assert _equality_enabled()
+
+
+@pytest.mark.usefixtures('graph')
+def test_identity_equality_turns_equality_back_on_after_an_error():
+  with pytest.raises(KeyError):
+    with slim_compat.identity_equality():
+      raise KeyError('model_fn failed')
+  assert _equality_enabled()
+
+
+@pytest.mark.usefixtures('graph')
+def test_identity_equality_leaves_equality_off_if_it_was_off():
+  tf.disable_tensor_equality()
+  try:
+    with slim_compat.identity_equality():
+      assert not _equality_enabled()
+    assert not _equality_enabled()
+  finally:
+    tf.enable_tensor_equality()
 
 
 def test_identity_equality_leaves_eager_comparison_alone():

@@ -36,6 +36,13 @@ flags.DEFINE_integer('save_interval_secs', 600,
                      'checkpoint is also written at the end.')
 flags.DEFINE_integer('task', 0, 'Task id of the replica running the training.')
 
+flags.DEFINE_bool('sync_batch_norm', False,
+                  'Normalise with the batch statistics of all clones '
+                  'together (CPU clones then get a logical CPU device each).')
+flags.DEFINE_float('collective_timeout_secs', 60.0,
+                   'A collective op (sync batch norm) whose members do not '
+                   'all arrive fails after this many seconds.')
+
 # Optimizer.
 flags.DEFINE_float('weight_decay', 0.00004,
                    'The weight decay on the model weights.')

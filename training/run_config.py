@@ -51,6 +51,7 @@ _RANGES = (
      '>= 0 (0: checkpoint only at the end)'),
     ('save_summaries_secs', lambda v: v >= 1, '>= 1'),
     ('non_chief_wait_secs', lambda v: v >= 1, '>= 1'),
+    ('collective_timeout_secs', lambda v: v > 0, '> 0'),
 )
 
 # (flag, the known values).
@@ -253,6 +254,10 @@ def _deployment_config(f, task):
         replica_id=task.task_index if task else f.task,
         num_replicas=task.num_workers if task else f.worker_replicas,
         num_ps_tasks=task.num_ps_tasks if task else f.num_ps_tasks,
-        ps_strategy=f.ps_strategy)
+        ps_strategy=f.ps_strategy,
+        # Collectives hang between members on one device.
+        separate_cpu_devices=(f.sync_batch_norm and f.clone_on_cpu
+                              and f.num_clones > 1),
+        collective_timeout_secs=f.collective_timeout_secs)
   except (ValueError, TypeError) as e:
     raise UsageError(str(e)) from None

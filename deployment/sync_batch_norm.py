@@ -1,0 +1,142 @@
+"""Batch norm with the statistics of every clone's batch (sync batch norm).
+
+With several clones, `slim.batch_norm` normalises each clone's batch with
+the mean and variance of that batch alone: 8 clones of batch 4 normalise
+like batch 4. Here, in training, each clone computes the sum, the sum of
+squares and the count of its batch in float32, one all-reduce adds them
+over all clones (and replicas), and every clone normalises with the mean
+and variance of the union: 8 clones of batch 4 normalise like one batch of
+32. Gradients flow through the all-reduce. In inference it is plain batch
+norm with the moving averages.
+
+The layer is tf-slim's own: `slim.batch_norm`'s arguments, its variables
+(`beta`, `gamma`, `moving_mean`, `moving_variance`, same names, same
+collections), so checkpoints move freely between synced and plain graphs.
+The moving variance takes Bessel's correction over the global count, as
+the fused kernel of plain batch norm does, so N synced clones of batch b
+keep the same moving averages as one clone of batch N*b.
+
+No network needs editing: inside `synchronized(group, member)` (which
+`create_clones(..., sync_batch_norm=...)` enters for each clone) every
+`slim.batch_norm` call, direct or through a layer's `normalizer_fn`, is
+synchronized. It does so by pointing tf-slim's layer module at a batch-norm
+layer class of its own for the duration of the graph building; nothing is
+changed outside the `with` block.
+"""
+
+import contextlib
+
+from tf_slim.layers import layers as slim_layers
+
+from deployment import collectives
+from deployment.slim_compat import tf
+
+_PlainLayer = slim_layers.normalization_layers.BatchNormalization
+
+
+class SyncBatchNormalization(_PlainLayer):
+  """tf.layers.BatchNormalization whose training statistics are all-reduced.
+
+  Args:
+    group: the collectives.CollectiveGroup of the clones (and replicas).
+    member: this clone's index among the group's members of this process.
+    **kwargs: BatchNormalization's arguments; `fused` is ignored (the fused
+      kernel computes its own statistics).
+  """
+
+  def __init__(self, *args, group, member, **kwargs):
+    kwargs['fused'] = False
+    super().__init__(*args, **kwargs)
+    self._group = group
+    self._member = member
+    self._global_count = None
+
+  def _calculate_mean_and_var(self, inputs, reduction_axes, keep_dims,
+                              mask=None):
+    if mask is not None:
+      raise ValueError('sync batch norm does not support masks')
+    with tf.name_scope('sync_moments'):
+      values = tf.cast(inputs, tf.float32)
+      local_sum = tf.reduce_sum(values, reduction_axes, keepdims=True)
+      local_squares = tf.reduce_sum(tf.square(values), reduction_axes,
+                                    keepdims=True)
+      local_count = tf.cast(tf.size(values), tf.float32) / tf.cast(
+          tf.size(local_sum), tf.float32)
+      # One all-reduce for the three: [sums, sums of squares, count].
+      packed = tf.concat([tf.reshape(local_sum, [-1]),
+                          tf.reshape(local_squares, [-1]),
+                          tf.reshape(local_count, [1])], axis=0)
+      total = collectives.all_reduce_sum(packed, self._group, self.name,
+                                         self._member)
+      depth = tf.size(local_sum)
+      count = total[-1]
+      mean = tf.reshape(total[:depth] / count, tf.shape(local_sum))
+      mean_of_squares = tf.reshape(total[depth:2 * depth] / count,
+                                   tf.shape(local_sum))
+      # E[x^2] - E[x]^2 can come out slightly negative in float32.
+      variance = tf.maximum(mean_of_squares - tf.square(mean), 0.0)
+      if not keep_dims:
+        mean = tf.squeeze(mean, reduction_axes)
+        variance = tf.squeeze(variance, reduction_axes)
+      self._global_count = count
+      return (tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype))
+
+  def _assign_moving_average(self, variable, value, momentum, inputs_size):
+    if variable is self.moving_variance and self._global_count is not None:
+      count = tf.cast(self._global_count, value.dtype)
+      value = value * count / tf.maximum(count - 1.0, 1.0)
+    return super()._assign_moving_average(variable, value, momentum,
+                                          inputs_size)
+
+
+class _LayerModule:
+  """Stands in for the module tf-slim takes BatchNormalization from."""
+
+  def __init__(self, group, member):
+    self._group = group
+    self._member = member
+
+  def BatchNormalization(self, *args, **kwargs):  # pylint: disable=invalid-name
+    return SyncBatchNormalization(*args, group=self._group,
+                                  member=self._member, **kwargs)
+
+  def __getattr__(self, name):
+    return getattr(slim_layers.normalization_layers, name)
+
+
+def _unfused_instead(original_batch_norm):
+  """tf-slim's fused path, redirected to the layer (and so synchronized)."""
+
+  def fused_batch_norm(inputs, **kwargs):
+    if (kwargs.get('updates_collections') is not tf.GraphKeys.UPDATE_OPS
+        or kwargs.get('zero_debias_moving_mean')):
+      raise ValueError(
+          'sync batch norm needs slim.batch_norm\'s default '
+          'updates_collections (tf.GraphKeys.UPDATE_OPS) and '
+          'zero_debias_moving_mean=False; got updates_collections=%r, '
+          'zero_debias_moving_mean=%r' % (
+              kwargs.get('updates_collections'),
+              kwargs.get('zero_debias_moving_mean')))
+    kwargs.pop('zero_debias_moving_mean', None)
+    return original_batch_norm(inputs, fused=False, **kwargs)
+
+  return fused_batch_norm
+
+
+@contextlib.contextmanager
+def synchronized(group, member):
+  """Every slim.batch_norm built inside is synchronized over `group`.
+
+  Args:
+    group: a collectives.CollectiveGroup.
+    member: the index of the clone being built.
+  """
+  saved = (slim_layers.normalization_layers, slim_layers._fused_batch_norm)  # pylint: disable=protected-access
+  slim_layers.normalization_layers = _LayerModule(group, member)
+  slim_layers._fused_batch_norm = _unfused_instead(  # pylint: disable=protected-access
+      slim_layers.batch_norm.__wrapped__)
+  try:
+    yield
+  finally:
+    (slim_layers.normalization_layers,
+     slim_layers._fused_batch_norm) = saved  # pylint: disable=protected-access

@@ -1,0 +1,170 @@
+"""Sync batch norm: N clones of batch b train like one clone of batch N*b."""
+
+import time
+
+import numpy as np
+import pytest
+
+from deployment import model_deploy
+from deployment.slim_compat import slim, tf
+
+PER_CLONE_BATCH = 3
+STEPS = 3
+TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+
+
+def _data(num_examples):
+  rng = np.random.RandomState(7)
+  # Per-example offsets make the clones' batch statistics differ.
+  images = (rng.randn(num_examples, 6, 6, 2) * 2 +
+            rng.randn(num_examples, 1, 1, 1) * 3).astype(np.float32)
+  labels = rng.randint(0, 3, num_examples).astype(np.int64)
+  return images, labels
+
+
+def _model_fn_over_slices(images, labels, num_clones):
+  """A model_fn giving clone i the i-th slice of the batch."""
+  calls = []
+
+  def model_fn():
+    i = len(calls)
+    calls.append(i)
+    size = len(images) // num_clones
+    x = tf.constant(images[i * size:(i + 1) * size])
+    y = tf.constant(labels[i * size:(i + 1) * size])
+    normalized = slim.conv2d(
+        x, 4, [3, 3], activation_fn=None, normalizer_fn=slim.batch_norm,
+        normalizer_params={'decay': 0.8, 'scale': True, 'is_training': True},
+        weights_initializer=tf.truncated_normal_initializer(seed=1),
+        scope='conv')
+    net = slim.flatten(tf.nn.relu(normalized))
+    logits = slim.fully_connected(
+        net, 3, activation_fn=None,
+        weights_initializer=tf.truncated_normal_initializer(seed=2),
+        scope='logits')
+    tf.losses.sparse_softmax_cross_entropy(y, logits)
+    return normalized
+
+  return model_fn
+
+
+def _train(num_clones, sync, num_examples):
+  """Builds and runs the deployment; returns everything to compare."""
+  images, labels = _data(num_examples)
+  config = model_deploy.DeploymentConfig(
+      num_clones=num_clones, clone_on_cpu=True,
+      separate_cpu_devices=num_clones > 1)
+  with tf.Graph().as_default():
+    tf.train.get_or_create_global_step()
+    clones = model_deploy.create_clones(
+        config, _model_fn_over_slices(images, labels, num_clones),
+        sync_batch_norm=sync)
+    optimizer = tf.train.MomentumOptimizer(0.1, 0.9)
+    total_loss, grads_and_vars = model_deploy.optimize_clones(
+        clones, optimizer)
+    update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, clones[0].scope)
+    with tf.control_dependencies(update_ops):
+      train_op = optimizer.apply_gradients(grads_and_vars)
+    normalized = tf.concat([c.outputs for c in clones], axis=0)
+    grads = {v.op.name: g for g, v in grads_and_vars}
+    with tf.Session(config=model_deploy.session_config(config)) as sess:
+      sess.run(tf.global_variables_initializer())
+      first = sess.run({'normalized': normalized, 'loss': total_loss,
+                        'grads': grads})
+      for _ in range(STEPS):
+        sess.run(train_op)
+      first['variables'] = sess.run(
+          {v.op.name: v for v in tf.global_variables()
+           if 'Momentum' not in v.op.name})
+      first['collective_ops'] = sorted(
+          {op.device for op in tf.get_default_graph().get_operations()
+           if op.type == 'CollectiveReduceV2'})
+  return first
+
+
+def _assert_same(result, reference):
+  np.testing.assert_allclose(result['normalized'], reference['normalized'],
+                             **TOLERANCE)
+  np.testing.assert_allclose(result['loss'], reference['loss'], **TOLERANCE)
+  assert sorted(result['grads']) == sorted(reference['grads'])
+  for name, grad in reference['grads'].items():
+    np.testing.assert_allclose(result['grads'][name], grad, err_msg=name,
+                               **TOLERANCE)
+  assert sorted(result['variables']) == sorted(reference['variables'])
+  for name, value in reference['variables'].items():
+    np.testing.assert_allclose(result['variables'][name], value,
+                               err_msg=name, **TOLERANCE)
+
+
+@pytest.mark.parametrize('num_clones', [2, 4])
+def test_synced_clones_equal_one_clone_of_the_whole_batch(num_clones):
+  num_examples = num_clones * PER_CLONE_BATCH
+  reference = _train(1, False, num_examples)
+  synced = _train(num_clones, True, num_examples)
+  _assert_same(synced, reference)
+  # The statistics went through one all-reduce per layer per clone (and
+  # one for its gradient), each on its clone's own device.
+  assert synced['collective_ops'] == [
+      '/device:CPU:%d' % i for i in range(num_clones)]
+  assert set(reference['variables']) >= {
+      'conv/BatchNorm/beta', 'conv/BatchNorm/gamma',
+      'conv/BatchNorm/moving_mean', 'conv/BatchNorm/moving_variance'}
+
+
+@pytest.mark.parametrize('num_clones', [2, 4])
+def test_without_sync_the_clones_differ_from_the_whole_batch(num_clones):
+  num_examples = num_clones * PER_CLONE_BATCH
+  reference = _train(1, False, num_examples)
+  unsynced = _train(num_clones, False, num_examples)
+  assert unsynced['collective_ops'] == []
+  with pytest.raises(AssertionError):
+    _assert_same(unsynced, reference)
+  assert np.abs(unsynced['normalized'] - reference['normalized']).max() > 0.1
+  moving = 'conv/BatchNorm/moving_variance'
+  assert np.abs(unsynced['variables'][moving] -
+                reference['variables'][moving]).max() > 1e-3
+
+
+def test_sync_batch_norm_on_one_shared_device_is_refused(graph):
+  config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
+  with pytest.raises(ValueError, match=r'sync_batch_norm with 2 clones all '
+                     r'on /device:CPU:0: .*separate_cpu_devices=True'):
+    model_deploy.deploy(config, _model_fn_over_slices(*_data(6), 2),
+                        optimizer=tf.train.GradientDescentOptimizer(0.1),
+                        sync_batch_norm=True)
+  assert not [op for op in graph.get_operations()
+              if op.type == 'CollectiveReduceV2']
+
+
+def test_a_missing_clone_fails_after_the_timeout(graph):
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True, separate_cpu_devices=True,
+      collective_timeout_secs=2)
+  clones = model_deploy.create_clones(
+      config, _model_fn_over_slices(*_data(6), 2), sync_batch_norm=True)
+  with tf.Session(config=model_deploy.session_config(config)) as sess:
+    sess.run(tf.global_variables_initializer())
+    start = time.time()
+    # Only clone 0 runs: its all-reduce waits for clone 1, then gives up.
+    with pytest.raises(tf.errors.DeadlineExceededError):
+      sess.run(clones[0].outputs)
+    assert time.time() - start < 30
+
+
+def test_inference_is_plain_batch_norm(graph):
+  images, labels = _data(6)
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True, separate_cpu_devices=True)
+
+  def model_fn():
+    return slim.batch_norm(tf.constant(images), is_training=False,
+                           scope='bn')
+
+  clones = model_deploy.create_clones(config, model_fn, sync_batch_norm=True)
+  del labels
+  assert not [op for op in graph.get_operations()
+              if op.type == 'CollectiveReduceV2']
+  with tf.Session(config=model_deploy.session_config(config)) as sess:
+    sess.run(tf.global_variables_initializer())
+    np.testing.assert_allclose(sess.run(clones[1].outputs),
+                               images / np.sqrt(1 + 0.001), rtol=1e-6)
