@@ -33,7 +33,10 @@ sparse gradients stay sparse when summed; summaries are placed on the CPU.
 
 import collections
 import contextlib
+import dataclasses
+import typing
 
+from deployment import accumulation
 from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
@@ -317,7 +320,8 @@ def _gradient_summaries(grads_and_vars):
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None, update_ops=None,
            variable_averages=None, variables_to_average=None,
-           summaries=None, sync_batch_norm=False):
+           summaries=None, sync_batch_norm=False, accumulation_steps=1,
+           clip_gradient_norm=None):
   """Builds the clones, their losses and (with an optimizer) the train op.
 
   The update ops (e.g. batch-norm moving averages) of the first clone run
@@ -365,6 +369,13 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     summaries: more summary tensors to merge into `summary_op`.
     sync_batch_norm: normalise with the statistics of all clones' batches
       (see `create_clones`).
+    accumulation_steps: k >= 1; with k > 1 each run of `train_op` is a
+      micro-step that accumulates the gradients, and every k-th run applies
+      their mean: one update on batch x clones x k examples; the global
+      step counts updates (see deployment/accumulation.py).
+    clip_gradient_norm: if set (> 0), clip the gradients by their global
+      norm, computed on the gradient that is applied: summed over the
+      clones and averaged over the micro-steps, never per clone.
 
   Returns:
     A DeployedModel. `train_op` (named 'train_op', None without optimizer)
@@ -376,16 +387,21 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     ValueError: no clone has a loss; variable_averages without an
       optimizer, with nothing to average, or given twice (to deploy and to
       the SyncReplicasOptimizer); sync_batch_norm with clones sharing a
-      device.
+      device; accumulation_steps or clip_gradient_norm out of range.
   """
-  if variable_averages is not None and optimizer is None:
-    raise ValueError('variable_averages needs an optimizer: averages are '
-                     'applied after each update')
+  options = _TrainingOptions(
+      summarize_gradients, var_list, update_ops, variable_averages,
+      variables_to_average, summaries or [], accumulation_steps,
+      clip_gradient_norm)
+  options.check(optimizer)
   with slim_compat.identity_equality():
-    return _deploy(config, model_fn, args, kwargs, optimizer,
-                   summarize_gradients, var_list, update_ops,
-                   variable_averages, variables_to_average, summaries or [],
-                   sync_batch_norm)
+    # The graph's summaries so far; of the clones', only the first's.
+    summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
+    with tf.device(config.variables_device()):
+      global_step = tf.train.get_or_create_global_step()
+    clones = create_clones(config, model_fn, args, kwargs, sync_batch_norm)
+    return _deploy_clones(config, clones, optimizer, global_step, options,
+                          summaries)
 
 
 def _called(value):
@@ -421,43 +437,89 @@ def _give_averages_to_sync_optimizer(optimizer, variable_averages,
   # pylint: enable=protected-access
 
 
-def _deploy(config, model_fn, args, kwargs, optimizer, summarize_gradients,
-            var_list, extra_update_ops, variable_averages,
-            variables_to_average, extra_summaries, sync_batch_norm):
-  summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
-  summaries.update(extra_summaries)
-  with tf.device(config.variables_device()):
-    global_step = tf.train.get_or_create_global_step()
+@dataclasses.dataclass(frozen=True)
+class _TrainingOptions:
+  """deploy()'s arguments about the train op (see deploy's docstring)."""
+  summarize_gradients: bool
+  var_list: typing.Any
+  update_ops: typing.Any
+  variable_averages: typing.Any
+  variables_to_average: typing.Any
+  summaries: list
+  accumulation_steps: int
+  clip_gradient_norm: typing.Optional[float]
 
-  clones = create_clones(config, model_fn, args, kwargs, sync_batch_norm)
+  def check(self, optimizer):
+    if self.variable_averages is not None and optimizer is None:
+      raise ValueError('variable_averages needs an optimizer: averages are '
+                       'applied after each update')
+    steps = self.accumulation_steps
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+      raise ValueError('accumulation_steps must be an integer >= 1, got %r'
+                       % (steps,))
+    if self.clip_gradient_norm is not None and not (
+        self.clip_gradient_norm > 0):
+      raise ValueError('clip_gradient_norm must be > 0 (or None: no '
+                       'clipping), got %r' % (self.clip_gradient_norm,))
+
+
+def _clipped(grads_and_vars, clip_norm):
+  grads, variables = zip(*grads_and_vars)
+  clipped, _ = tf.clip_by_global_norm(list(grads), clip_norm)
+  return list(zip(clipped, variables))
+
+
+def _apply_fn(optimizer, global_step, options, variables_to_average):
+  """fn(grads_and_vars) -> the update: clipping, the optimizer, averages."""
+  sync = isinstance(optimizer, tf.train.SyncReplicasOptimizer)
+
+  def apply(grads_and_vars):
+    if options.clip_gradient_norm:
+      grads_and_vars = _clipped(grads_and_vars, options.clip_gradient_norm)
+    apply_op = optimizer.apply_gradients(grads_and_vars,
+                                         global_step=global_step)
+    if variables_to_average is None or sync:
+      return apply_op
+    # Averages of the updated weights (the shadow variables themselves are
+    # created outside these dependencies, by init_scope).
+    with tf.control_dependencies([apply_op]):
+      return tf.group(apply_op, options.variable_averages.apply(
+          variables_to_average))
+
+  return apply
+
+
+def _deploy_clones(config, clones, optimizer, global_step, options,
+                   summaries):
+  summaries.update(options.summaries)
   first_clone = clones[0]
   update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
-  update_ops += list(_called(extra_update_ops) or [])
+  update_ops += list(_called(options.update_ops) or [])
 
   train_op = None
   with tf.device(config.optimizer_device()):
     if optimizer is not None:
-      sync = isinstance(optimizer, tf.train.SyncReplicasOptimizer)
-      if variable_averages is not None:
-        variables_to_average = _variables_to_average(variables_to_average)
-        if sync:
-          _give_averages_to_sync_optimizer(optimizer, variable_averages,
-                                           variables_to_average)
+      variables_to_average = None
+      if options.variable_averages is not None:
+        variables_to_average = _variables_to_average(
+            options.variables_to_average)
+        if isinstance(optimizer, tf.train.SyncReplicasOptimizer):
+          _give_averages_to_sync_optimizer(
+              optimizer, options.variable_averages, variables_to_average)
       compute_kwargs = {}
-      if var_list is not None:
-        compute_kwargs['var_list'] = list(_called(var_list))
+      if options.var_list is not None:
+        compute_kwargs['var_list'] = list(_called(options.var_list))
       total_loss, grads_and_vars, gathered = _optimize_clones(
           clones, optimizer, None, **compute_kwargs)
-      if summarize_gradients:
+      if options.summarize_gradients:
         summaries.update(_gradient_summaries(grads_and_vars))
-      apply_op = optimizer.apply_gradients(grads_and_vars,
-                                           global_step=global_step)
-      if variable_averages is not None and not sync:
-        # Averages of the updated weights (the shadow variables themselves
-        # are created outside these dependencies, by init_scope).
-        with tf.control_dependencies([apply_op]):
-          update_ops.append(variable_averages.apply(variables_to_average))
-      with tf.control_dependencies([apply_op] + update_ops):
+      apply = _apply_fn(optimizer, global_step, options, variables_to_average)
+      if options.accumulation_steps > 1:
+        step_op = accumulation.accumulate_then_apply(
+            grads_and_vars, options.accumulation_steps, apply)
+      else:
+        step_op = apply(grads_and_vars)
+      with tf.control_dependencies([step_op] + update_ops):
         train_op = tf.identity(total_loss, name='train_op')
     else:
       gathered = _gather_losses(clones, None)

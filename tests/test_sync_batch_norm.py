@@ -1,5 +1,7 @@
 """Sync batch norm: N clones of batch b train like one clone of batch N*b."""
 
+import os
+import re
 import time
 
 import numpy as np
@@ -7,6 +9,7 @@ import pytest
 
 from deployment import model_deploy
 from deployment.slim_compat import slim, tf
+from tests.script_runner import run_script
 
 PER_CLONE_BATCH = 3
 STEPS = 3
@@ -168,3 +171,43 @@ def test_inference_is_plain_batch_norm(graph):
     sess.run(tf.global_variables_initializer())
     np.testing.assert_allclose(sess.run(clones[1].outputs),
                                images / np.sqrt(1 + 0.001), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_benchmark_writes_its_ratio_table(tmp_path):
+  import importlib  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  benchmarks = os.path.join(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))), 'benchmarks')
+  sys.path.insert(0, benchmarks)
+  try:
+    benchmark = importlib.import_module('sync_batch_norm')
+    benchmark.main(['--clones', '1,2', '--rounds', '1', '--steps', '1',
+                    '--output_dir', str(tmp_path)])
+  finally:
+    sys.path.remove(benchmarks)
+  text = (tmp_path / 'sync_batch_norm.md').read_text()
+  assert text.startswith('# Sync batch norm: step time against plain batch '
+                         'norm\n')
+  assert '## Machine' in text
+  rows = [l for l in text.splitlines() if re.match(r'\| \d+ \|', l)]
+  assert [r.split('|')[1:3] for r in rows] == [[' 1 ', ' 64 '],
+                                               [' 2 ', ' 32 ']]
+
+
+@pytest.mark.slow
+def test_training_script_with_sync_batch_norm(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  result = run_script(
+      'train_image_classifier.py', '--dataset_name=digits',
+      '--dataset_dir=%s' % digits_dir, '--model_name=mobilenet_v1_025',
+      '--preprocessing_name=mobilenet_v1', '--train_image_size=32',
+      '--sync_batch_norm', '--num_clones=2', '--clone_on_cpu',
+      '--batch_size=4', '--optimizer=sgd', '--max_number_of_steps=3',
+      '--train_dir=%s' % train_dir)
+  assert result.returncode == 0, result.stdout[-3000:]
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert reader.get_tensor('global_step') == 3
+  names = set(reader.get_variable_to_shape_map())
+  assert 'MobilenetV1/Conv2d_0/BatchNorm/moving_variance' in names
+  assert not [n for n in names if n.startswith('clone_')]
