@@ -10,8 +10,9 @@ One machine, 2 CPU clones, the embedded digits dataset:
       --max_number_of_steps=1000 --train_dir=train_dir/lenet
 
 `--batch_size` is per clone. The start-up log prints the global batch per
-step (batch_size x num_clones, x replicas_to_aggregate with sync replicas),
-the steps per epoch and the decay steps that follow from it.
+step (batch_size x num_clones, x accumulation_steps, x
+replicas_to_aggregate with sync replicas), the steps per epoch and the
+decay steps that follow from it.
 
 Training resumes from the latest checkpoint in --train_dir; while there is
 none, --checkpoint_path (minus --checkpoint_exclude_scopes) initialises the
@@ -138,7 +139,9 @@ def build_training_graph(config):
       variable_averages=variable_averages,
       summaries=[model_deploy.scalar_summary('learning_rate',
                                              learning_rate)],
-      sync_batch_norm=f.sync_batch_norm)
+      sync_batch_norm=f.sync_batch_norm,
+      accumulation_steps=f.accumulation_steps,
+      clip_gradient_norm=f.clip_gradient_norm)
   sync_optimizer = (optimizer if config.sync_optimizer_replicas else None)
   return TrainingGraph(model.train_op, learning_rate, model.total_loss,
                        model.summary_op, fine_tune_init_fn(config),

@@ -1,6 +1,7 @@
 """Gradient accumulation and clipping in deploy(): k micro-steps of batch b
 equal one step of batch k*b; clipping uses the norm of the applied gradient."""
 
+import re
 import time
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 from deployment import model_deploy
 from deployment.slim_compat import slim, tf
+from tests.script_runner import run_script
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-6)
 BATCH = 3  # Per clone per micro-step.
@@ -244,3 +246,26 @@ def test_bad_training_options_are_named(graph, kwargs, message):
     model_deploy.deploy(model_deploy.DeploymentConfig(clone_on_cpu=True),
                         lambda: tf.losses.add_loss(tf.constant(1.0)),
                         optimizer=SGD(), **kwargs)
+
+
+@pytest.mark.slow
+def test_training_script_accumulates_and_clips(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  result = run_script(
+      'train_image_classifier.py', '--dataset_name=digits',
+      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+      '--num_clones=2', '--clone_on_cpu', '--batch_size=8',
+      '--accumulation_steps=3', '--clip_gradient_norm=5', '--optimizer=sgd',
+      '--max_number_of_steps=4', '--log_every_n_steps=1',
+      '--train_dir=%s' % train_dir)
+  assert result.returncode == 0, result.stdout[-3000:]
+  assert ('global batch per step: 8 per clone x 2 clones x 3 micro-steps = '
+          '48 examples') in result.stdout
+  # 4 updates took 12 runs, each logged (but the first, which starts the
+  # rate window) with the step it read: at most 3 runs per step value.
+  logged = [int(s) for s in re.findall(r'step (\d+): loss', result.stdout)]
+  assert len(logged) == 11 and logged == sorted(logged)
+  assert max(logged.count(step) for step in set(logged)) == 3
+  assert logged[-1] in (3, 4)  # Read before or after the last increment.
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert reader.get_tensor('global_step') == 4

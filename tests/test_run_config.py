@@ -174,3 +174,25 @@ def test_flags_that_repeat_the_cluster_are_accepted(digits_dir):
 def test_no_cluster_without_host_flags_or_tf_config(digits_dir):
   config = run_config.from_flags(digits(digits_dir), {'TF_CONFIG': ''})
   assert config.task is None and config.is_chief
+
+
+def test_accumulation_multiplies_the_global_batch(digits_dir):
+  config = run_config.from_flags(
+      digits(digits_dir, '--batch_size=8', '--num_clones=2',
+             '--accumulation_steps=4'), NO_ENV)
+  assert config.plan.global_batch_size == 64
+  assert config.plan.describe()[0] == (
+      'global batch per step: 8 per clone x 2 clones x 4 micro-steps = 64 '
+      'examples')
+
+
+@pytest.mark.parametrize('argv,line', [
+    (['--accumulation_steps=0'], '--accumulation_steps must be >= 1 (1: no '
+     'accumulation), got 0'),
+    (['--clip_gradient_norm=-1'], '--clip_gradient_norm must be > 0 (leave '
+     'it unset for no clipping), got -1.0'),
+])
+def test_bad_accumulation_and_clipping_flags(digits_dir, argv, line):
+  with pytest.raises(UsageError) as error:
+    run_config.from_flags(digits(digits_dir, *argv), NO_ENV)
+  assert error.value.lines == (line,)

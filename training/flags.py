@@ -43,6 +43,15 @@ flags.DEFINE_float('collective_timeout_secs', 60.0,
                    'A collective op (sync batch norm) whose members do not '
                    'all arrive fails after this many seconds.')
 
+flags.DEFINE_integer('accumulation_steps', 1,
+                     'Micro-steps per update: gradients of this many runs are '
+                     'accumulated and applied as one step; the global batch '
+                     'and the global step count updates.')
+flags.DEFINE_float('clip_gradient_norm', None,
+                   'Clip the gradient by this global norm (of the gradient '
+                   'summed over the clones and micro-steps); None: no '
+                   'clipping.')
+
 # Optimizer.
 flags.DEFINE_float('weight_decay', 0.00004,
                    'The weight decay on the model weights.')

@@ -6,7 +6,7 @@
   * `PlacementReportHook`: logs at start-up how many variables and bytes
     each ps task holds.
   * `sync_replicas_hooks`: the hooks of SyncReplicasOptimizer, plus one that
-    lets the other workers finish when the chief stops.
+    lets the other workers finish when one stops.
 """
 
 from deployment import cluster
@@ -104,16 +104,21 @@ class PlacementReportHook(tf.train.SessionRunHook):
 
 
 class ReleaseWaitingWorkersHook(tf.train.SessionRunHook):
-  """When the chief stops, gives each other worker tokens to end its step.
+  """When a worker stops, gives each other worker tokens to end its step.
 
   With SyncReplicasOptimizer a worker's step ends by taking a token from a
-  queue that the chief's queue runner fills after each global step. Once
-  the chief has stopped, none come: a worker whose step started before the
-  final global step (or whose gradient was dropped as stale) would wait
-  for one forever. Two tokens per worker are enough for it to finish that
-  step and one more, after which it sees the final step and stops; tokens
-  left over only give a restarted cluster one step of slack, like the
-  chief's initial tokens do.
+  queue that the chief's queue runner fills after each global step, once
+  enough fresh gradients have come. Once the chief has stopped, no tokens
+  come; once the other workers have stopped, no gradients come. Either way
+  a worker whose step started before the final global step (or whose
+  gradient was dropped as stale) would wait forever. That happens to the
+  chief too: StopAtStepHook decides on the global step read when a step
+  began, which can be steps old when the step ends, so the chief may begin
+  one more step after the others have left. Two tokens per other
+  worker are enough for each to finish that step and one more, after
+  which it sees the final step and stops; tokens left over only give a
+  restarted cluster a few steps of slack, like the chief's initial tokens
+  do.
 
   Args:
     sync_optimizer: the tf.train.SyncReplicasOptimizer, after
@@ -132,13 +137,17 @@ class ReleaseWaitingWorkersHook(tf.train.SessionRunHook):
           self._num_tokens)
 
   def end(self, session):
-    if self._release is not None:
+    if self._release is None:
+      return
+    try:
       session.run(self._release)
+    except tf.errors.CancelledError:
+      # The chief has stopped: it released its tokens, then its queue runner
+      # closed the queue, which still hands them out.
+      pass
 
 
 def sync_replicas_hooks(sync_optimizer, is_chief, num_workers):
   """The hooks a worker training with SyncReplicasOptimizer needs."""
-  run_hooks = [sync_optimizer.make_session_run_hook(is_chief)]
-  if is_chief:
-    run_hooks.append(ReleaseWaitingWorkersHook(sync_optimizer, num_workers))
-  return run_hooks
+  return [sync_optimizer.make_session_run_hook(is_chief),
+          ReleaseWaitingWorkersHook(sync_optimizer, num_workers)]

@@ -52,6 +52,9 @@ _RANGES = (
     ('save_summaries_secs', lambda v: v >= 1, '>= 1'),
     ('non_chief_wait_secs', lambda v: v >= 1, '>= 1'),
     ('collective_timeout_secs', lambda v: v > 0, '> 0'),
+    ('accumulation_steps', lambda v: v >= 1, '>= 1 (1: no accumulation)'),
+    ('clip_gradient_norm', lambda v: v > 0, '> 0 (leave it unset for no '
+     'clipping)'),
 )
 
 # (flag, the known values).
@@ -180,7 +183,8 @@ def from_flags(flag_values, environ=None):
   plan = schedule.make_batch_plan(
       snapshot.batch_size, snapshot.num_clones, model.dataset.num_samples,
       snapshot.num_epochs_per_decay, snapshot.sync_replicas,
-      snapshot.replicas_to_aggregate, snapshot.warmup_epochs)
+      snapshot.replicas_to_aggregate, snapshot.warmup_epochs,
+      snapshot.accumulation_steps)
   return RunConfig(
       flags=snapshot, task=task,
       master=snapshot.master if task is None else '',

@@ -5,7 +5,8 @@ epochs is computed from the global batch, the examples one global step
 consumes, so that `num_epochs_per_decay` means epochs of data whatever the
 number of clones or replicas:
 
-  global_batch_size = batch_size x num_clones [x replicas_to_aggregate]
+  global_batch_size = batch_size x num_clones [x accumulation_steps]
+                      [x replicas_to_aggregate]
   steps_per_epoch   = num_samples / global_batch_size
   decay_steps       = steps_per_epoch x num_epochs_per_decay
 
@@ -30,10 +31,12 @@ class BatchPlan:
   num_samples: int
   num_epochs_per_decay: float
   warmup_epochs: float = 0.0
+  accumulation_steps: int = 1
 
   @property
   def global_batch_size(self):
-    return self.batch_size * self.num_clones * self.replicas_per_step
+    return (self.batch_size * self.num_clones * self.accumulation_steps *
+            self.replicas_per_step)
 
   @property
   def steps_per_epoch(self):
@@ -50,6 +53,8 @@ class BatchPlan:
   def describe(self):
     """Lines for the start-up log, showing how each number follows."""
     factors = '%d per clone x %d clones' % (self.batch_size, self.num_clones)
+    if self.accumulation_steps > 1:
+      factors += ' x %d micro-steps' % self.accumulation_steps
     if self.replicas_per_step > 1:
       factors += ' x %d replicas to aggregate' % self.replicas_per_step
     lines = [
@@ -69,13 +74,13 @@ class BatchPlan:
 
 def make_batch_plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
                     sync_replicas=False, replicas_to_aggregate=1,
-                    warmup_epochs=0.0):
+                    warmup_epochs=0.0, accumulation_steps=1):
   """The BatchPlan of the batch flags (validated by training.run_config)."""
   return BatchPlan(
       batch_size=batch_size, num_clones=num_clones,
       replicas_per_step=replicas_to_aggregate if sync_replicas else 1,
       num_samples=num_samples, num_epochs_per_decay=num_epochs_per_decay,
-      warmup_epochs=warmup_epochs)
+      warmup_epochs=warmup_epochs, accumulation_steps=accumulation_steps)
 
 
 def learning_rate(plan, global_step, decay_type, initial, end=0.0001,
