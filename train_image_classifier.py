@@ -34,6 +34,7 @@ from datasets import tfrecord_check
 from deployment import cluster
 from deployment import collectives
 from deployment import model_deploy
+from deployment import precision
 from deployment.slim_compat import tf
 from training import cli
 from training import fine_tune
@@ -111,7 +112,8 @@ def build_training_graph(config):
   def clone_fn():
     with tf.device(deployment.inputs_device()):
       images, labels = batches.next_batch()
-    logits, end_points = config.model.network_fn(images)
+    logits, end_points = config.model.network_fn(
+        tf.cast(images, precision.compute_dtype(f.precision)))
     add_losses(logits, end_points, labels, config.model.num_classes,
                f.label_smoothing)
     return end_points
@@ -141,7 +143,7 @@ def build_training_graph(config):
                                              learning_rate)],
       sync_batch_norm=f.sync_batch_norm,
       accumulation_steps=f.accumulation_steps,
-      clip_gradient_norm=f.clip_gradient_norm)
+      clip_gradient_norm=f.clip_gradient_norm, precision=f.precision)
   sync_optimizer = (optimizer if config.sync_optimizer_replicas else None)
   return TrainingGraph(model.train_op, learning_rate, model.total_loss,
                        model.summary_op, fine_tune_init_fn(config),
@@ -162,13 +164,14 @@ def input_batches(config):
 
 
 def add_losses(logits, end_points, labels, num_classes, label_smoothing):
-  """Cross-entropy on the logits (and 0.4 x on Inception's aux logits)."""
+  """Cross-entropy on the logits (and 0.4 x on Inception's aux logits), in
+  float32 whatever the layers computed in."""
   one_hot = tf.one_hot(labels, num_classes)
   if 'AuxLogits' in end_points:
     tf.losses.softmax_cross_entropy(
-        one_hot, end_points['AuxLogits'], label_smoothing=label_smoothing,
-        weights=0.4, scope='aux_loss')
-  tf.losses.softmax_cross_entropy(one_hot, logits,
+        one_hot, tf.cast(end_points['AuxLogits'], tf.float32),
+        label_smoothing=label_smoothing, weights=0.4, scope='aux_loss')
+  tf.losses.softmax_cross_entropy(one_hot, tf.cast(logits, tf.float32),
                                   label_smoothing=label_smoothing)
 
 

@@ -40,6 +40,7 @@ from deployment import accumulation
 from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
+from deployment import precision as precision_lib
 from deployment import slim_compat
 from deployment import sync_batch_norm as sync_batch_norm_lib
 from deployment.deployment_config import DeploymentConfig
@@ -120,7 +121,7 @@ def _clone_group(config, sync_batch_norm):
 
 
 def create_clones(config, model_fn, args=None, kwargs=None,
-                  sync_batch_norm=False):
+                  sync_batch_norm=False, precision='float32'):
   """Calls `model_fn` once per clone, each under its name scope and device.
 
   Variables are created by the first clone on `config.variables_device()` and
@@ -137,6 +138,10 @@ def create_clones(config, model_fn, args=None, kwargs=None,
     sync_batch_norm: new; normalise every slim.batch_norm of model_fn in
       training with the statistics of all clones' batches together (see
       deployment/sync_batch_norm.py). Needs a device per clone.
+    precision: new; 'float32', 'mixed_float16' or 'mixed_bfloat16' (see
+      deployment/precision.py): variables a layer asks for in the low
+      dtype are float32 variables, cast. model_fn casts its inputs to
+      precision.compute_dtype(precision).
 
   Returns:
     A list of Clone tuples, one per clone.
@@ -146,6 +151,9 @@ def create_clones(config, model_fn, args=None, kwargs=None,
   """
   args = args or []
   kwargs = kwargs or {}
+  precision_lib.check_precision(precision)
+  getter = (None if precision == 'float32'
+            else precision_lib.master_weights_getter)
   group = _clone_group(config, sync_batch_norm)
   clones = []
   variables_device = config.variables_device()
@@ -159,7 +167,8 @@ def create_clones(config, model_fn, args=None, kwargs=None,
         clone_device = config.clone_device(i)
         with tf.device(clone_device), tf.device(host_ops):
           with tf.variable_scope(tf.get_variable_scope(),
-                                 reuse=True if i > 0 else None), \
+                                 reuse=True if i > 0 else None,
+                                 custom_getter=getter), \
               _synchronized(group, i):
             outputs = model_fn(*args, **kwargs)
         clones.append(Clone(outputs, clone_scope, clone_device))
@@ -184,14 +193,17 @@ def _gather_clone_loss(clone, num_clones, regularization_losses):
     own_loss = None
     clone_losses = tf.get_collection(tf.GraphKeys.LOSSES, clone.scope)
     if clone_losses:
-      own_loss = tf.add_n(clone_losses, name='clone_loss')
+      # In float32 whatever the layers computed in (mixed precision).
+      own_loss = tf.add_n([tf.cast(l, tf.float32) for l in clone_losses],
+                          name='clone_loss')
       if num_clones > 1:
         own_loss = tf.math.divide(own_loss, 1.0 * num_clones,
                                   name='scaled_clone_loss')
     regularization_loss = None
     if regularization_losses:
-      regularization_loss = tf.add_n(regularization_losses,
-                                     name='regularization_loss')
+      regularization_loss = tf.add_n(
+          [tf.cast(l, tf.float32) for l in regularization_losses],
+          name='regularization_loss')
     parts = [l for l in (own_loss, regularization_loss) if l is not None]
     if not parts:
       return None, None, None
@@ -269,14 +281,19 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
   return total_loss, grads_and_vars
 
 
-def _optimize_clones(clones, optimizer, regularization_losses, **kwargs):
+def _optimize_clones(clones, optimizer, regularization_losses,
+                     loss_scale=None, **kwargs):
   def compute(clone, clone_loss):
     with tf.device(clone.device):
+      if loss_scale is not None:
+        clone_loss = loss_scale.scaled(clone_loss)
       return optimizer.compute_gradients(clone_loss, **kwargs)
 
   gathered = _gather_losses(clones, regularization_losses, compute)
   total_loss = _total_loss(gathered.losses)
   grads_and_vars = gradients.sum_clones_gradients(gathered.results)
+  if loss_scale is not None:
+    grads_and_vars = loss_scale.unscaled(grads_and_vars)
   return total_loss, grads_and_vars, gathered
 
 
@@ -321,7 +338,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None, update_ops=None,
            variable_averages=None, variables_to_average=None,
            summaries=None, sync_batch_norm=False, accumulation_steps=1,
-           clip_gradient_norm=None):
+           clip_gradient_norm=None, precision='float32', loss_scale=None):
   """Builds the clones, their losses and (with an optimizer) the train op.
 
   The update ops (e.g. batch-norm moving averages) of the first clone run
@@ -376,6 +393,12 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     clip_gradient_norm: if set (> 0), clip the gradients by their global
       norm, computed on the gradient that is applied: summed over the
       clones and averaged over the micro-steps, never per clone.
+    precision: 'float32', 'mixed_float16' or 'mixed_bfloat16' (see
+      `create_clones` and deployment/precision.py); losses are float32.
+    loss_scale: a precision.LossScale for mixed_float16; None makes one
+      with its defaults (start at 2^15, double after 2000 finite steps).
+      Gradients are unscaled before clipping and applying; a non-finite
+      one skips the update and halves the scale.
 
   Returns:
     A DeployedModel. `train_op` (named 'train_op', None without optimizer)
@@ -392,14 +415,15 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   options = _TrainingOptions(
       summarize_gradients, var_list, update_ops, variable_averages,
       variables_to_average, summaries or [], accumulation_steps,
-      clip_gradient_norm)
+      clip_gradient_norm, precision, loss_scale)
   options.check(optimizer)
   with slim_compat.identity_equality():
     # The graph's summaries so far; of the clones', only the first's.
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
     with tf.device(config.variables_device()):
       global_step = tf.train.get_or_create_global_step()
-    clones = create_clones(config, model_fn, args, kwargs, sync_batch_norm)
+    clones = create_clones(config, model_fn, args, kwargs, sync_batch_norm,
+                           precision)
     return _deploy_clones(config, clones, optimizer, global_step, options,
                           summaries)
 
@@ -448,6 +472,8 @@ class _TrainingOptions:
   summaries: list
   accumulation_steps: int
   clip_gradient_norm: typing.Optional[float]
+  precision: str
+  loss_scale: typing.Any
 
   def check(self, optimizer):
     if self.variable_averages is not None and optimizer is None:
@@ -461,6 +487,10 @@ class _TrainingOptions:
         self.clip_gradient_norm > 0):
       raise ValueError('clip_gradient_norm must be > 0 (or None: no '
                        'clipping), got %r' % (self.clip_gradient_norm,))
+    precision_lib.check_precision(self.precision)
+    if self.loss_scale is not None and self.precision != 'mixed_float16':
+      raise ValueError('loss_scale is for precision=\'mixed_float16\', got '
+                       'precision=%r' % (self.precision,))
 
 
 def _clipped(grads_and_vars, clip_norm):
@@ -509,11 +539,17 @@ def _deploy_clones(config, clones, optimizer, global_step, options,
       compute_kwargs = {}
       if options.var_list is not None:
         compute_kwargs['var_list'] = list(_called(options.var_list))
+      loss_scale = options.loss_scale
+      if options.precision == 'mixed_float16' and loss_scale is None:
+        loss_scale = precision_lib.LossScale()
       total_loss, grads_and_vars, gathered = _optimize_clones(
-          clones, optimizer, None, **compute_kwargs)
+          clones, optimizer, None, loss_scale=loss_scale, **compute_kwargs)
       if options.summarize_gradients:
         summaries.update(_gradient_summaries(grads_and_vars))
       apply = _apply_fn(optimizer, global_step, options, variables_to_average)
+      if loss_scale is not None:
+        apply = loss_scale.apply_if_finite(apply)
+        summaries.add(scalar_summary('loss_scale', loss_scale.scale))
       if options.accumulation_steps > 1:
         step_op = accumulation.accumulate_then_apply(
             grads_and_vars, options.accumulation_steps, apply)

@@ -52,6 +52,10 @@ flags.DEFINE_float('clip_gradient_norm', None,
                    'summed over the clones and micro-steps); None: no '
                    'clipping.')
 
+flags.DEFINE_string('precision', 'float32',
+                    'float32, mixed_float16 (float16 layers, float32 weights, '
+                    'dynamic loss scaling) or mixed_bfloat16.')
+
 # Optimizer.
 flags.DEFINE_float('weight_decay', 0.00004,
                    'The weight decay on the model weights.')

@@ -18,6 +18,7 @@ import typing
 from deployment import cluster
 from deployment import device_placement
 from deployment import model_deploy
+from deployment import precision
 from training import fine_tune
 from training import lookup
 from training import optimizers
@@ -62,6 +63,7 @@ _CHOICES = (
     ('optimizer', tuple(sorted(optimizers.OPTIMIZERS))),
     ('learning_rate_decay_type', schedule.DECAY_TYPES),
     ('ps_strategy', device_placement.PS_STRATEGIES),
+    ('precision', precision.PRECISIONS),
 )
 
 
