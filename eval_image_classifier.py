@@ -5,8 +5,9 @@
       --model_name=lenet --checkpoint_path=train_dir/lenet
 
 --checkpoint_path is a checkpoint prefix or a directory (its latest
-checkpoint). Every example of the split is seen exactly once (the last batch
-may be smaller). The figures are printed and written as summaries
+checkpoint). Every example of the split is counted exactly once, the last
+partial batch included. With --num_clones N (and --clone_on_cpu) each clone
+evaluates its own batch of --batch_size per run and the counts add up. The figures are printed and written as summaries
 `eval/Accuracy` and `eval/Recall_5` to --eval_dir.
 """
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from datasets import input_pipeline
 from datasets import tfrecord_check
+from deployment import model_deploy
 from deployment.slim_compat import slim, tf
 from training import cli
 from training import common_flags  # pylint: disable=unused-import
@@ -54,7 +56,8 @@ EvalConfig = collections.namedtuple(
     'EvalConfig', ['flags', 'checkpoint', 'model', 'image_size'])
 
 _RANGES = (
-    ('batch_size', lambda v: v >= 1, '>= 1'),
+    ('batch_size', lambda v: v >= 1, '>= 1 (examples per clone)'),
+    ('num_clones', lambda v: v >= 1, '>= 1'),
     ('max_num_batches', lambda v: v >= 1, '>= 1 (unset: the whole split)'),
     ('eval_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
     ('labels_offset', lambda v: v >= 0, '>= 0'),
@@ -95,45 +98,80 @@ def evaluate(config):
   """Returns (accuracy, recall_at_5, num_examples, global_step)."""
   f = config.flags
   with tf.Graph().as_default():
-    fetches = build_eval_graph(config)
+    counts = build_eval_graph(config)
     saver = tf.train.Saver(variables_to_restore(f.moving_average_decay))
     totals = np.zeros(3, np.int64)
-    max_batches = f.max_num_batches or math.inf
+    # Each run evaluates one batch per clone.
+    max_runs = (math.ceil(f.max_num_batches / f.num_clones)
+                if f.max_num_batches else math.inf)
+    session_config = tf.ConfigProto(allow_soft_placement=True)
     with tfrecord_check.naming_corrupt_files(
-        config.model.dataset.data_sources), tf.Session(f.master) as session:
+        config.model.dataset.data_sources), tf.Session(
+            f.master, config=session_config) as session:
       saver.restore(session, config.checkpoint)
       step = int(session.run(tf.train.get_global_step()))
-      batch_index = 0
-      while batch_index < max_batches:
-        try:
-          totals += session.run(fetches)
-        except tf.errors.OutOfRangeError:
+      runs = 0
+      while runs < max_runs:
+        run_totals = session.run(counts)
+        if run_totals[2] == 0:  # Only padding left: the split is done.
           break
-        batch_index += 1
+        totals += run_totals
+        runs += 1
   if totals[2] == 0:
     raise UsageError('split %s of %s is empty' % (f.dataset_split_name,
                                                   f.dataset_name))
   return totals[0] / totals[2], totals[1] / totals[2], int(totals[2]), step
 
 
+def padded_batches(batches, batch_size):
+  """Batches of (images, labels, is_real) that never run out.
+
+  The split's examples come first, each once, marked real; then padding
+  examples marked not real, without end. So N clones can each take a batch
+  per run until a run holds only padding: every example is counted exactly
+  once whatever N, the last partial batch included.
+  """
+  examples = batches.unbatch().map(
+      lambda image, label: (image, label, tf.constant(1, tf.int64)))
+  image_spec, label_spec, _ = examples.element_spec
+  padding = tf.data.Dataset.from_tensors((
+      tf.zeros(image_spec.shape, image_spec.dtype),
+      tf.zeros(label_spec.shape, label_spec.dtype),
+      tf.constant(0, tf.int64))).repeat()
+  return examples.concatenate(padding).batch(batch_size, drop_remainder=True)
+
+
 def build_eval_graph(config):
-  """The per-batch counts: [correct, in top 5, examples]."""
+  """The counts of one run over all clones: [correct, in top 5, examples]."""
   f = config.flags
   tf.train.get_or_create_global_step()
-  batches = input_pipeline.BatchQueue(call_for_flag(
+  batches = call_for_flag(
       '--dataset_dir=%s' % f.dataset_dir, input_pipeline.make_dataset,
       config.model.dataset, config.model.preprocess_fn, f.batch_size,
       config.image_size, is_training=False, num_readers=1,
       num_preprocessing_threads=f.num_preprocessing_threads,
-      labels_offset=f.labels_offset, num_epochs=1))
-  images, labels = batches.next_batch()
-  logits, _ = config.model.network_fn(images)
+      labels_offset=f.labels_offset, num_epochs=1)
+  deployment = model_deploy.DeploymentConfig(num_clones=f.num_clones,
+                                             clone_on_cpu=f.clone_on_cpu)
+  with tf.device(deployment.inputs_device()):
+    iterator = tf.data.make_one_shot_iterator(
+        padded_batches(batches, f.batch_size))
   k = min(5, config.model.num_classes)
-  correct = tf.reduce_sum(tf.cast(
-      tf.equal(tf.argmax(logits, 1), tf.cast(labels, tf.int64)), tf.int64))
-  in_top_k = tf.reduce_sum(tf.cast(
-      tf.nn.in_top_k(logits, tf.cast(labels, tf.int32), k), tf.int64))
-  return [correct, in_top_k, tf.size(labels, out_type=tf.int64)]
+
+  def clone_counts():
+    with tf.device(deployment.inputs_device()):
+      images, labels, is_real = iterator.get_next()
+    logits, _ = config.model.network_fn(images)
+    correct = tf.cast(tf.equal(tf.argmax(logits, 1),
+                               tf.cast(labels, tf.int64)), tf.int64)
+    in_top_k = tf.cast(tf.nn.in_top_k(logits, tf.cast(labels, tf.int32), k),
+                       tf.int64)
+    return tf.stack([tf.reduce_sum(correct * is_real),
+                     tf.reduce_sum(in_top_k * is_real),
+                     tf.reduce_sum(is_real)])
+
+  clones = model_deploy.create_clones(deployment, clone_counts)
+  return tf.add_n([clone.outputs for clone in clones])
 
 
 def variables_to_restore(moving_average_decay):

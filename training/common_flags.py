@@ -8,6 +8,8 @@ run it. Importing this module defines them once.
 from absl import flags
 
 flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
+flags.DEFINE_integer('num_clones', 1, 'Number of model clones to deploy.')
+flags.DEFINE_boolean('clone_on_cpu', False, 'Use CPUs to deploy clones.')
 flags.DEFINE_string('dataset_name', 'imagenet', 'The name of the dataset.')
 flags.DEFINE_string('dataset_dir', None, 'Directory of the dataset files.')
 flags.DEFINE_integer('labels_offset', 0,

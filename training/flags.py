@@ -20,8 +20,6 @@ from training import common_flags  # pylint: disable=unused-import
 # Deployment.
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory where checkpoints and event logs are written.')
-flags.DEFINE_integer('num_clones', 1, 'Number of model clones to deploy.')
-flags.DEFINE_boolean('clone_on_cpu', False, 'Use CPUs to deploy clones.')
 flags.DEFINE_integer('worker_replicas', 1, 'Number of worker replicas.')
 flags.DEFINE_integer('num_ps_tasks', 0,
                      'Number of parameter servers; 0 keeps variables local.')
