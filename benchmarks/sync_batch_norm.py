@@ -16,9 +16,7 @@ It writes benchmarks/results/sync_batch_norm.md (see results.py).
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
@@ -27,8 +25,9 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from deployment import model_deploy  # pylint: disable=g-import-not-at-top,wrong-import-position
 from deployment.slim_compat import slim, tf  # pylint: disable=g-import-not-at-top,wrong-import-position
-from other_load import OtherLoad, disturbance_note  # pylint: disable=g-import-not-at-top,wrong-import-position
+from other_load import disturbance_note  # pylint: disable=g-import-not-at-top,wrong-import-position
 import results  # pylint: disable=g-import-not-at-top,wrong-import-position
+import step_timing  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 GLOBAL_BATCH = 64
 IMAGE_SIZE = 32
@@ -61,82 +60,59 @@ def batch_norm_convnet(images):
   return slim.fully_connected(net, 10, activation_fn=None, scope='logits')
 
 
-class Configuration:
-  """One graph and session: a clone count, with or without sync."""
+def build_fn(num_clones, sync):
+  """The TimedGraph builder of one configuration."""
 
-  def __init__(self, num_clones, sync):
-    self.num_clones = num_clones
-    self.sync = sync
-    self.step_seconds = []
+  def build():
     config = model_deploy.DeploymentConfig(
         num_clones=num_clones, clone_on_cpu=True, separate_cpu_devices=True)
-    self._graph = tf.Graph()
-    with self._graph.as_default():
-      rng = np.random.RandomState(0)
-      per_clone = GLOBAL_BATCH // num_clones
-      images = tf.Variable(rng.rand(GLOBAL_BATCH, IMAGE_SIZE, IMAGE_SIZE,
-                                    3).astype(np.float32), trainable=False)
-      labels = tf.constant(rng.randint(0, 10, GLOBAL_BATCH))
-      calls = []
+    rng = np.random.RandomState(0)
+    per_clone = GLOBAL_BATCH // num_clones
+    images = tf.Variable(rng.rand(GLOBAL_BATCH, IMAGE_SIZE, IMAGE_SIZE,
+                                  3).astype(np.float32), trainable=False)
+    labels = tf.constant(rng.randint(0, 10, GLOBAL_BATCH))
+    calls = []
 
-      def model_fn():
-        i = len(calls)
-        calls.append(i)
-        logits = batch_norm_convnet(images[i * per_clone:(i + 1) * per_clone])
-        tf.losses.sparse_softmax_cross_entropy(
-            labels[i * per_clone:(i + 1) * per_clone], logits)
+    def model_fn():
+      i = len(calls)
+      calls.append(i)
+      logits = batch_norm_convnet(images[i * per_clone:(i + 1) * per_clone])
+      tf.losses.sparse_softmax_cross_entropy(
+          labels[i * per_clone:(i + 1) * per_clone], logits)
 
-      model = model_deploy.deploy(
-          config, model_fn, optimizer=tf.train.MomentumOptimizer(0.01, 0.9),
-          sync_batch_norm=sync)
-      self._train_op = model.train_op
-      self._session = tf.Session(config=model_deploy.session_config(config))
-      self._session.run(tf.global_variables_initializer())
-      self._session.run(self._train_op)  # Warm-up.
+    model = model_deploy.deploy(
+        config, model_fn, optimizer=tf.train.MomentumOptimizer(0.01, 0.9),
+        sync_batch_norm=sync)
+    return model.train_op, model_deploy.session_config(config)
 
-  def time_steps(self, steps):
-    for _ in range(steps):
-      start = time.perf_counter()
-      self._session.run(self._train_op)
-      self.step_seconds.append(time.perf_counter() - start)
-
-  def close(self):
-    self._session.close()
+  return build
 
 
-def table(configurations):
-  plain = {c.num_clones: statistics.median(c.step_seconds)
-           for c in configurations if not c.sync}
+def table(timed):
+  """Rows per clone count; `timed` maps (num_clones, sync) to TimedGraph."""
   lines = ['| clones | per-clone batch | plain s/step (median) | sync s/step '
            '(median) | sync / plain |', '|---:|---:|---:|---:|---:|']
-  for c in configurations:
-    if not c.sync:
-      continue
-    synced = statistics.median(c.step_seconds)
+  for num_clones in sorted({n for n, _ in timed}):
+    plain, synced = timed[num_clones, False].median, timed[num_clones,
+                                                           True].median
     lines.append('| %d | %d | %.4f | %.4f | %.3f |' % (
-        c.num_clones, GLOBAL_BATCH // c.num_clones, plain[c.num_clones],
-        synced, synced / plain[c.num_clones]))
+        num_clones, GLOBAL_BATCH // num_clones, plain, synced,
+        synced / plain))
   return lines
 
 
 def main(argv=None):
   args = parse_args(argv)
   counts = [int(c) for c in args.clones.split(',')]
-  configurations = [Configuration(n, sync) for n in counts
-                    for sync in (False, True)]
-  with OtherLoad() as load:
-    for round_index in range(args.rounds):
-      for configuration in configurations:
-        configuration.time_steps(args.steps)
-      print('round %d of %d done' % (round_index + 1, args.rounds),
-            flush=True)
-  for configuration in configurations:
-    configuration.close()
+  timed = {(n, sync): step_timing.TimedGraph(build_fn(n, sync))
+           for n in counts for sync in (False, True)}
+  load = step_timing.time_interleaved(list(timed.values()), args.rounds,
+                                      args.steps)
   lines = ['## Step time: 3-conv batch-norm convnet, global batch %d, %dx%d '
            'images, CPU clones on separate logical devices' % (
                GLOBAL_BATCH, IMAGE_SIZE, IMAGE_SIZE), '',
            '%d rounds x %d steps per configuration, interleaved.' % (
-               args.rounds, args.steps), ''] + table(configurations) + [
+               args.rounds, args.steps), ''] + table(timed) + [
                    '', disturbance_note(load)]
   print('\n'.join(lines))
   path = results.write_result(

@@ -10,6 +10,9 @@ from deployment import model_deploy
 from deployment import precision
 from deployment.slim_compat import slim, tf
 from tests.script_runner import run_script
+from training import optimizers
+from training import run_config
+from training.flags import FLAGS
 
 
 def _model_fn(inputs, dtype):
@@ -184,3 +187,44 @@ def test_digits_lenet_reaches_97_percent(digits_dir, tmp_path, name):
       '--train_dir=%s' % train_dir, timeout=1200)
   assert result.returncode == 0, result.stdout[-3000:]
   assert _eval_accuracy(digits_dir, train_dir) >= 97.0
+
+
+@pytest.mark.parametrize('optimizer', sorted(optimizers.OPTIMIZERS))
+def test_every_optimizer_takes_mixed_float16(graph, optimizer):
+  # The optimizer sees float32 variables and unscaled float32 gradients.
+  hyper_parameters = run_config.FlagSnapshot.of(FLAGS)
+  inputs = tf.constant(np.random.RandomState(0).rand(4, 5, 5, 2), tf.float32)
+  model = model_deploy.deploy(
+      model_deploy.DeploymentConfig(clone_on_cpu=True),
+      _model_fn(inputs, tf.float16),
+      optimizer=optimizers.make_optimizer(optimizer, 0.01, hyper_parameters),
+      precision='mixed_float16')
+  with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    before = _weights(sess)
+    sess.run(model.train_op)
+    after = _weights(sess)
+    assert sess.run(tf.train.get_global_step()) == 1
+  assert all(np.all(np.isfinite(v)) for v in after.values())
+  assert any(np.any(after[n] != before[n]) for n in before)
+
+
+@pytest.mark.slow
+def test_benchmark_writes_its_table(tmp_path):
+  import importlib  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  benchmarks = os.path.join(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))), 'benchmarks')
+  sys.path.insert(0, benchmarks)
+  try:
+    importlib.import_module('precision').main(
+        ['--rounds', '1', '--steps', '1', '--output_dir', str(tmp_path)])
+  finally:
+    sys.path.remove(benchmarks)
+  text = (tmp_path / 'precision.md').read_text()
+  rows = re.findall(r'^\| (\w+) \| [\d.]+ \| \d+ \| ([\d.]+)x \|$', text,
+                    re.M)
+  assert [r[0] for r in rows] == ['float32', 'mixed_float16',
+                                  'mixed_bfloat16']
+  assert rows[0][1] == '1.00'
