@@ -128,6 +128,15 @@ README_CASES = {
                            'clone), got 0'),
     'num_clones below 1': (['--num_clones=0'],
                            'error: --num_clones must be >= 1, got 0'),
+    'accumulation_steps below 1': (['--accumulation_steps=0'],
+                                   'error: --accumulation_steps must be >= 1 '
+                                   '(1: no accumulation), got 0'),
+    'unknown precision': (['--precision=float8'],
+                          'error: --precision=float8 is not known; use one of '
+                          'float32, mixed_float16, mixed_bfloat16'),
+    'negative clip norm': (['--clip_gradient_norm=-1'],
+                           'error: --clip_gradient_norm must be > 0 (leave it '
+                           'unset for no clipping), got -1.0'),
     'missing checkpoint_path': (['--checkpoint_path=/nonexistent/model.ckpt-1'],
                                 'error: --checkpoint_path=/nonexistent/'
                                 'model.ckpt-1 does not exist'),
