@@ -140,3 +140,18 @@ def synchronized(group, member):
   finally:
     (slim_layers.normalization_layers,
      slim_layers._fused_batch_norm) = saved  # pylint: disable=protected-access
+
+
+def batch_norm(inputs, group, member, **kwargs):
+  """slim.batch_norm, synchronized over `group`: the drop-in for code that
+  builds its clones without create_clones.
+
+  Args:
+    inputs: the tensor to normalise, on this member's device.
+    group: a collectives.CollectiveGroup of all members.
+    member: this member's index in the group.
+    **kwargs: slim.batch_norm's arguments (decay, epsilon, scale,
+      is_training, scope, ...).
+  """
+  with synchronized(group, member):
+    return slim_layers.batch_norm(inputs, **kwargs)

@@ -211,3 +211,23 @@ def test_training_script_with_sync_batch_norm(digits_dir, tmp_path):
   names = set(reader.get_variable_to_shape_map())
   assert 'MobilenetV1/Conv2d_0/BatchNorm/moving_variance' in names
   assert not [n for n in names if n.startswith('clone_')]
+
+
+def test_drop_in_function_syncs_two_hand_built_members(graph):
+  from deployment import collectives  # pylint: disable=g-import-not-at-top
+  from deployment import sync_batch_norm  # pylint: disable=g-import-not-at-top
+  images, _ = _data(6)
+  group = collectives.CollectiveGroup(2, timeout_seconds=10)
+  outputs = []
+  for member in range(2):
+    with tf.device('/device:CPU:%d' % member):
+      outputs.append(sync_batch_norm.batch_norm(
+          tf.constant(images[3 * member:3 * member + 3]), group, member,
+          is_training=True, scope='bn', reuse=member > 0))
+  with tf.Session(config=tf.ConfigProto(device_count={'CPU': 2})) as sess:
+    sess.run(tf.global_variables_initializer())
+    synced = np.concatenate(sess.run(outputs))
+  mean = images.mean(axis=(0, 1, 2))
+  variance = images.var(axis=(0, 1, 2))
+  np.testing.assert_allclose(synced, (images - mean) / np.sqrt(
+      variance + 0.001), rtol=1e-4, atol=1e-4)
