@@ -40,6 +40,7 @@ from training import cli
 from training import fine_tune
 from training import hooks
 from training import optimizers
+from training import preemption
 from training import replica_session
 from training import run_config
 from training import schedule
@@ -79,7 +80,7 @@ def train(config, master, extra_hooks=()):
     UsageError: a flag that only the built graph shows to be wrong.
     TrainingDiverged: the loss or the weights became NaN.
   """
-  with tf.Graph().as_default():
+  with tf.Graph().as_default(), preemption.SignalStop() as stop:
     graph = build_training_graph(config)
     for line in config.plan.describe():
       tf.logging.info(line)
@@ -90,8 +91,13 @@ def train(config, master, extra_hooks=()):
         naming_collective_timeouts(
             config.flags.collective_timeout_secs), \
         training_session(config, graph, master, extra_hooks) as session:
-      while not session.should_stop():
+      while not session.should_stop() and not stop.requested:
         session.run(graph.train_op)
+    if stop.requested:
+      saved = tf.train.latest_checkpoint(config.train_dir)
+      tf.logging.info('%s: stopped; %s', stop.requested,
+                      'saved %s' % saved if config.is_chief and saved
+                      else 'the chief saves the checkpoints')
 
 
 # init_fn restores --checkpoint_path (None without it); sync_optimizer is the
@@ -224,15 +230,17 @@ def training_session(config, graph, master, extra_hooks):
     every_worker.extend(replica_session.sync_replicas_hooks(
         graph.sync_optimizer, config.is_chief, config.num_workers))
   every_worker.extend(extra_hooks)
-  chief_only = [
-      tf.train.CheckpointSaverHook(
-          f.train_dir, save_secs=f.save_interval_secs or None,
-          save_steps=None if f.save_interval_secs else 10 ** 12,
-          scaffold=scaffold,
-          listeners=[hooks.FiniteWeightsGuard(tf.global_variables())]),
-      tf.train.SummarySaverHook(save_secs=f.save_summaries_secs,
-                                output_dir=f.train_dir, scaffold=scaffold),
-  ]
+  chief_only = []
+  if config.is_chief:  # Building the saver hook on a worker would log it.
+    chief_only = [
+        hooks.CheckpointSaverHook(
+            f.train_dir, save_secs=f.save_interval_secs or None,
+            save_steps=None if f.save_interval_secs else 10 ** 12,
+            scaffold=scaffold,
+            listeners=[hooks.FiniteWeightsGuard(tf.global_variables())]),
+        tf.train.SummarySaverHook(save_secs=f.save_summaries_secs,
+                                  output_dir=f.train_dir, scaffold=scaffold),
+    ]
   device_filters = config.task.device_filters if config.task else []
   return replica_session.monitored_training_session(
       non_chief_wait_secs=f.non_chief_wait_secs, master=master,
@@ -250,7 +258,8 @@ def training_session(config, graph, master, extra_hooks):
 
 @contextlib.contextmanager
 def stopping_on_divergence(train_dir):
-  """Turns a NaN loss or NaN weights into TrainingDiverged (exit 3)."""
+  """Turns a NaN loss or NaN weights into TrainingDiverged (exit 3), and a
+  failed checkpoint write into a ScriptError (exit 1)."""
   try:
     yield
   except (tf.train.NanLossDuringTrainingError,
@@ -259,6 +268,8 @@ def stopping_on_divergence(train_dir):
         'training stopped: %s. The last good checkpoint in %s is kept; '
         'lower --learning_rate and resume.'
         % (str(e).strip() or 'NaN loss', train_dir)) from None
+  except hooks.CheckpointWriteError as e:
+    raise ScriptError(str(e)) from None
 
 
 @contextlib.contextmanager

@@ -2,15 +2,20 @@
 
 Every process runs with one intra-op and one inter-op thread, tiny batches
 and few steps; each launch is bounded by the launcher's --timeout and a
-subprocess timeout, and whatever is left of it is killed afterwards.
+subprocess timeout, and whatever is left of it is killed afterwards. Runs
+that several tests read are made once per module.
 """
 
+import collections
+import glob
 import json
+import math
 import os
 import re
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 
@@ -27,6 +32,17 @@ LAUNCH_TIMEOUT = 150
 STEP_LINE = re.compile(r'^\[(worker\d+)\] INFO:tensorflow:step (\d+): loss',
                        re.M)
 
+# `python -c PER_TASK train_image_classifier.py ARGS` runs the script with
+# '{task}' in ARGS replaced by the task's name (ps0, worker1), so that each
+# task has a train_dir of its own and every file there shows who wrote it.
+# The README asks only the chief's train_dir to be the shared one.
+PER_TASK = textwrap.dedent("""\
+    import json, os, sys
+    task = json.loads(os.environ['TF_CONFIG'])['task']
+    name = '%s%d' % (task['type'], task['index'])
+    os.execv(sys.executable, [sys.executable] +
+             [arg.replace('{task}', name) for arg in sys.argv[1:]])
+    """)
 
 
 def _train_args(dataset_dir, train_dir, steps, *extra):
@@ -45,17 +61,17 @@ def _checkpoint_step(train_dir):
   return None if latest is None else int(latest.rsplit('-', 1)[1])
 
 
-
 class _Launch:
-  """`python -m deployment.launch ...` running in its own process group."""
+  """`python -m deployment.launch ... -- PROGRAM ARGS` in its own process
+  group; PROGRAM is the training script unless given."""
 
-  def __init__(self, log_path, num_ps, num_workers, args):
+  def __init__(self, log_path, num_ps, num_workers, args, program=(TRAIN,)):
     self.log_path = log_path
     command = [sys.executable, '-m', 'deployment.launch',
                '--num_ps', str(num_ps), '--num_workers', str(num_workers),
                '--timeout', str(LAUNCH_TIMEOUT), '--intra_op_threads', '1',
-               '--inter_op_threads', '1', '--grace_secs', '5', '--', TRAIN
-              ] + list(args)
+               '--inter_op_threads', '1', '--grace_secs', '5', '--'
+              ] + list(program) + list(args)
     with open(log_path, 'w') as log:
       self.process = subprocess.Popen(
           command, cwd=REPO, env=script_env(), stdout=log,
@@ -104,17 +120,25 @@ def launcher(tmp_path):
     launched.kill()
 
 
-def _assert_ok(launched):
-  status = launched.wait()
+def _run_to_end(log_path, num_ps, num_workers, args, program=(TRAIN,)):
+  """Runs a cluster until the launcher exits 0; returns the launcher's log."""
+  launched = _Launch(log_path, num_ps, num_workers, args, program)
+  try:
+    status = launched.wait()
+  finally:
+    launched.kill()
   assert status == 0, launched.log()[-4000:]
   return launched.log()
 
 
-def _steps_per_worker(log):
-  counts = {}
-  for worker, _ in STEP_LINE.findall(log):
-    counts[worker] = counts.get(worker, 0) + 1
-  return counts
+def _local_steps(log):
+  """{worker: training steps it ran}, from its progress lines.
+
+  With --log_every_n_steps=1 the progress hook logs every step but the
+  first, which only starts its rate window: n lines are n + 1 steps.
+  """
+  lines = collections.Counter(worker for worker, _ in STEP_LINE.findall(log))
+  return {worker: count + 1 for worker, count in lines.items()}
 
 
 def _placement(log, worker='worker0'):
@@ -124,71 +148,163 @@ def _placement(log, worker='worker0'):
                      r'variables, (\d+) bytes' % worker, log, re.M)}
 
 
+# A launcher's log and the train_dir of its tasks (the parent of the
+# per-task train_dirs when each task has one).
+ClusterRun = collections.namedtuple('ClusterRun', ['log', 'train_dir'])
+
+
+# Asynchronous: 2 ps tasks, 2 workers, 40 steps, a train_dir per task.
+@pytest.fixture(scope='module')
+def async_run(digits_dir, tmp_path_factory):
+  base = tmp_path_factory.mktemp('async')
+  train_dirs = str(base / 'train')
+  log = _run_to_end(
+      str(base / 'launch.log'), 2, 2,
+      _train_args(digits_dir, os.path.join(train_dirs, '{task}'), 40),
+      program=('-c', PER_TASK, TRAIN))
+  return ClusterRun(log, train_dirs)
+
+
 @pytest.mark.slow
-def test_async_two_ps_two_workers(launcher, digits_dir, tmp_path):
-  train_dir = str(tmp_path / 'train')
-  log = _assert_ok(launcher(2, 2, *_train_args(digits_dir, train_dir, 40)))
+def test_async_every_worker_step_is_one_global_step(async_run):
+  steps = _local_steps(async_run.log)
+  assert set(steps) == {'worker0', 'worker1'}, async_run.log[-4000:]
+  # Each step adds 1 to the global step, which so ends at the sum of the
+  # steps; the chief's last checkpoint holds that, or less if worker 1
+  # stopped last. StopAtStepHook passes 40 by at most 2: the other worker's
+  # step in flight, and one more by a worker whose last step had read the
+  # global step as 38 or less.
+  final = _checkpoint_step(os.path.join(async_run.train_dir, 'worker0'))
+  assert 40 <= final <= sum(steps.values()) <= 42, steps
 
-  steps = _steps_per_worker(log)
-  assert set(steps) == {'worker0', 'worker1'}, log[-4000:]
-  # Asynchronous: every worker step is one global step. Once the global step
-  # reaches 40, each worker finishes at most two more: the one in flight,
-  # whose read of the global step may be old, and one that sees 40.
-  final = _checkpoint_step(train_dir)
-  assert 40 <= final <= sum(steps.values()) <= 40 + 2 * 2 - 1
 
-  # Round-robin: global_step and the weights on ps 0, the biases on ps 1.
-  placement = _placement(log)
-  assert placement == _placement(log, 'worker1')
-  assert [placement[0][0], placement[1][0]] == [5, 4]
-  assert placement[0][1] > 12 * 2**20 and placement[1][1] < 10000
+@pytest.mark.slow
+def test_round_robin_puts_weights_on_ps0_and_biases_on_ps1(async_run):
+  # The README's table: global_step and the 4 weights on task 0, the 4
+  # biases on task 1.
+  placement = _placement(async_run.log)
+  assert placement == {0: (5, 13094024), 1: (4, 4520)}
+  assert _placement(async_run.log, 'worker1') == placement
 
-  savers = set(re.findall(r'^\[(\w+)\] INFO:tensorflow:Saving checkpoints',
-                          log, re.M))
-  assert savers == {'worker0'}
-  assert os.path.exists(os.path.join(train_dir, 'model.ckpt-%d.index'
-                                     % final))
-  assert '[launch] all workers finished; stopping the ps tasks' in log
-  assert '[ps0] INFO:tensorflow:ps task 0 stopped' in log
-  assert '[ps1] INFO:tensorflow:ps task 1 stopped' in log
+
+@pytest.mark.slow
+def test_only_the_chief_saves_checkpoints(async_run):
+  chief_dir = os.path.join(async_run.train_dir, 'worker0')
+  saved = [int(step) for step in re.findall(
+      r'^\[worker0\] INFO:tensorflow:Saving checkpoints for (\d+) into %s/'
+      r'model\.ckpt\.$' % re.escape(chief_dir), async_run.log, re.M)]
+  savers = re.findall(r'^\[(\w+)\] INFO:tensorflow:Saving checkpoints',
+                      async_run.log, re.M)
+  assert set(savers) == {'worker0'} and len(saved) == len(savers)
+  # Every task had its own train_dir; checkpoints are in the chief's only,
+  # and they are the last 5 (the Saver's max_to_keep) it logged.
+  indexes = glob.glob(os.path.join(async_run.train_dir, '*',
+                                   'model.ckpt-*.index'))
+  assert {os.path.dirname(path) for path in indexes} == {chief_dir}
+  assert sorted(int(re.search(r'ckpt-(\d+)\.index$', path).group(1))
+                for path in indexes) == saved[-5:]
+  assert saved[-1] == _checkpoint_step(chief_dir)
+
+
+@pytest.mark.slow
+def test_only_the_chief_writes_summaries(async_run):
+  events = glob.glob(os.path.join(async_run.train_dir, '*',
+                                  'events.out.tfevents.*'))
+  assert [os.path.dirname(path) for path in events] == [
+      os.path.join(async_run.train_dir, 'worker0')]
+  summaries = [event.summary for event in tf.train.summary_iterator(events[0])
+               if event.HasField('summary')]
+  # --save_summaries_secs=600: only the first step's summaries are written.
+  assert len(summaries) == 1
+  values = {value.tag: value.simple_value for value in summaries[0].value}
+  assert math.isfinite(values['Losses/clone_loss']), values
+  assert values['Losses/clone_loss'] > 0, values
+
+
+@pytest.mark.slow
+def test_launcher_stops_the_ps_tasks_once_the_workers_finish(async_run):
+  log = async_run.log
+  finished = log.index('[launch] all workers finished; stopping the ps '
+                       'tasks\n')
+  assert log.index('[ps0] INFO:tensorflow:ps task 0 stopped\n') > finished
+  assert log.index('[ps1] INFO:tensorflow:ps task 1 stopped\n') > finished
+
+
+def _most_steps_using_every_gradient(final, num_workers):
+  """The most worker steps of a sync run whose global steps used every
+  gradient, 2 each.
+
+  Each worker step pushes one gradient and ends on a token. Beyond 2 per
+  global step (one more step may complete after the chief's last
+  checkpoint, `final`), steps can end on the chief's 2 initial tokens and
+  on the tokens that ReleaseWaitingWorkersHook gives at the end, of which
+  each worker uses at most 2.
+  """
+  return 2 * (final + 1) + 2 + 2 * num_workers
 
 
 @pytest.mark.slow
 def test_sync_two_workers_one_global_step_per_two_worker_steps(
-    launcher, digits_dir, tmp_path):
+    digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  log = _assert_ok(launcher(1, 2, *_train_args(
+  log = _run_to_end(str(tmp_path / 'launch.log'), 1, 2, _train_args(
       digits_dir, train_dir, 12, '--sync_replicas',
-      '--replicas_to_aggregate=2')))
+      '--replicas_to_aggregate=2'))
 
+  # Which worker computed a step's 2 gradients is up to timing: the chief's
+  # initial tokens even let it fill a step alone. One more step may
+  # complete while the chief stops.
   final = _checkpoint_step(train_dir)
-  assert final == 12
-  # Each global step takes 2 fresh gradients; steps beyond 2 x 12 are the
-  # stale ones that the 2 initial and the 2 released tokens allow. (Which
-  # worker computed them is up to timing: the chief's initial tokens even
-  # let it fill a step alone.)
-  steps = _steps_per_worker(log)
-  assert 2 * final <= sum(steps.values()) <= 2 * final + 4, steps
+  assert 12 <= final <= 13
+  steps = _local_steps(log)
+  assert (2 * final <= sum(steps.values())
+          <= _most_steps_using_every_gradient(final, 2)), steps
+  assert ('global batch per step: 8 per clone x 1 clones x 2 replicas to '
+          'aggregate = 16 examples') in log
+
+
+# Synchronous with a backup worker: 3 workers, 2 replicas to aggregate,
+# 2 ps tasks by size, 20 steps.
+@pytest.fixture(scope='module')
+def backup_run(digits_dir, tmp_path_factory):
+  base = tmp_path_factory.mktemp('backup')
+  train_dir = str(base / 'train')
+  log = _run_to_end(str(base / 'launch.log'), 2, 3, _train_args(
+      digits_dir, train_dir, 20, '--sync_replicas',
+      '--replicas_to_aggregate=2', '--ps_strategy=by_size'))
+  return ClusterRun(log, train_dir)
+
+
+@pytest.mark.slow
+def test_sync_backup_worker_gradients_beyond_two_per_step_are_dropped(
+    backup_run):
+  log = backup_run.log
+  assert ('[worker0] INFO:tensorflow:SyncReplicasV2: replicas_to_aggregate=2; '
+          'total_num_replicas=3') in log
+  final = _checkpoint_step(backup_run.train_dir)
+  assert 20 <= final <= 21
+  # The chief adds 3 tokens per global step, one per worker, so the workers
+  # run about 3 steps, and compute 3 gradients, per global step. A step
+  # applies the first 2, which the chief's take waits for; a gradient that
+  # comes later carries a local step that is behind, and the accumulators
+  # drop it. Had every gradient been used, there would be fewer steps.
+  steps = _local_steps(log)
+  assert set(steps) == {'worker0', 'worker1', 'worker2'}, log[-4000:]
+  assert sum(steps.values()) > _most_steps_using_every_gradient(final, 3), steps
   assert ('global batch per step: 8 per clone x 1 clones x 2 replicas to '
           'aggregate = 16 examples') in log
 
 
 @pytest.mark.slow
-def test_sync_with_a_backup_worker_finishes_by_size(launcher, digits_dir,
-                                                     tmp_path):
-  train_dir = str(tmp_path / 'train')
-  log = _assert_ok(launcher(2, 3, *_train_args(
-      digits_dir, train_dir, 6, '--sync_replicas',
-      '--replicas_to_aggregate=2', '--ps_strategy=by_size')))
-
-  assert _checkpoint_step(train_dir) == 6
-  assert sum(_steps_per_worker(log).values()) >= 2 * 6
-  # By size, the big fc3 weights get a ps task of their own and the other
-  # weights go to the other task (round-robin put every weight on ps 0).
-  placement = _placement(log)
-  assert sorted(count for count, _ in placement.values()) == [4, 5]
-  assert min(size for _, size in placement.values()) > 200000
-  assert 'by_size placement' in log
+def test_by_size_moves_the_small_weights_off_the_fc3_weights_task(
+    backup_run):
+  # Round-robin put every weight on task 0 (4520 bytes on task 1). By size,
+  # task 0 gets the 12.25 MiB of fc3 weights, the conv1 weights, the conv2
+  # biases and global_step; task 1 all the rest.
+  placement = _placement(backup_run.log)
+  assert placement == {0: (4, 12848520), 1: (5, 250024)}
+  assert ('[worker0] INFO:tensorflow:variables on 2 ps task(s), by_size '
+          'placement:') in backup_run.log
 
 
 @pytest.mark.slow
@@ -230,10 +346,11 @@ def test_async_chief_finishes_when_a_non_chief_is_killed(digits_dir,
   finally:
     local.stop()
   assert local.processes['worker1'].returncode == -signal.SIGKILL
-  assert 50 <= _checkpoint_step(train_dir) <= 53
-  # The chief kept training after the kill.
+  # The chief kept training after the kill. Then only its steps moved the
+  # global step, and it stopped after the one that took it to 50.
   assert re.search(r'^\[worker0\] INFO:tensorflow:step \d+:',
-                   log()[killed_at:], re.M)
+                   log()[killed_at:], re.M), log()[-4000:]
+  assert _checkpoint_step(train_dir) == 50
 
 
 @pytest.mark.slow
@@ -250,11 +367,12 @@ def test_stopped_cluster_resumes_from_chiefs_last_checkpoint(
   assert first.wait() == 128 + signal.SIGTERM
   stopped_at = _checkpoint_step(train_dir)
 
-  log = _assert_ok(launcher(1, 2, *_train_args(digits_dir, train_dir,
-                                               stopped_at + 5)))
+  log = _run_to_end(str(tmp_path / 'resume.log'), 1, 2, _train_args(
+      digits_dir, train_dir, stopped_at + 5))
   assert ('[worker0] INFO:tensorflow:Restoring parameters from %s/model.ckpt-'
-          '%d' % (train_dir, stopped_at)) in log
-  assert stopped_at + 5 <= _checkpoint_step(train_dir) <= stopped_at + 8
+          '%d\n' % (train_dir, stopped_at)) in log
+  # 5 more steps, passed by at most 2 as in the asynchronous run above.
+  assert stopped_at + 5 <= _checkpoint_step(train_dir) <= stopped_at + 7
 
 
 def _tf_config(task_type, index, num_workers=2):
@@ -265,8 +383,8 @@ def _tf_config(task_type, index, num_workers=2):
       'task': {'type': task_type, 'index': index}})
 
 
-# (TF_CONFIG, extra flags, expected message). Nothing here starts a server:
-# the ports are never bound.
+# (TF_CONFIG, extra flags, expected message). None of them may get as far as
+# starting a server: the ports are never bound.
 BAD_INPUTS = {
     'malformed_tf_config': (
         '{"cluster": {"ps": ["127.0.0.1:1"]', [],
@@ -283,30 +401,37 @@ BAD_INPUTS = {
     'replicas_to_aggregate_above_workers': (
         _tf_config('worker', 0), ['--sync_replicas',
                                   '--replicas_to_aggregate=3'],
-        r'error: --replicas_to_aggregate=3 is more than the 2 workers of the '
-        r'cluster from TF_CONFIG'),
+        r'error: --replicas_to_aggregate=3 is more than the 2 worker\(s\) of '
+        r'the cluster from TF_CONFIG: a global step would never complete; use '
+        r'at most 2'),
 }
+
+BadInputResult = collections.namedtuple('BadInputResult',
+                                        ['output', 'status', 'train_dir'])
 
 
 @pytest.fixture(scope='module')
 def bad_input_results(tmp_path_factory):
-  """Runs every BAD_INPUTS case at once (each is mostly TF's import time)."""
-  train_dir = str(tmp_path_factory.mktemp('bad') / 'train')
+  """Runs every BAD_INPUTS case at once (each is mostly TF's import time),
+  each with a train_dir of its own that does not exist yet."""
+  base = tmp_path_factory.mktemp('bad')
   processes = {}
   try:
     for name, (config, args, _) in BAD_INPUTS.items():
       env = script_env()
-      env.pop('TF_CONFIG', None)
       if config is not None:
         env['TF_CONFIG'] = config
-      processes[name] = subprocess.Popen(
+      train_dir = str(base / name / 'train')
+      processes[name] = (subprocess.Popen(
           [sys.executable, TRAIN, '--train_dir=%s' % train_dir] + args,
           cwd=REPO, env=env, stdout=subprocess.PIPE,
-          stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    yield {name: (process.communicate(timeout=120)[0], process.returncode)
-           for name, process in processes.items()}
+          stderr=subprocess.STDOUT, text=True, start_new_session=True),
+                         train_dir)
+    yield {name: BadInputResult(process.communicate(timeout=120)[0],
+                                process.returncode, train_dir)
+           for name, (process, train_dir) in processes.items()}
   finally:
-    for process in processes.values():
+    for process, _ in processes.values():
       if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
@@ -315,7 +440,20 @@ def bad_input_results(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize('case', sorted(BAD_INPUTS))
 def test_bad_cluster_input_exits_2_naming_the_value(bad_input_results, case):
-  output, status = bad_input_results[case]
-  assert status == 2, output[-3000:]
-  assert re.search(BAD_INPUTS[case][2], output), output[-3000:]
-  assert 'Traceback' not in output
+  result = bad_input_results[case]
+  assert result.status == 2, result.output[-3000:]
+  assert re.search(BAD_INPUTS[case][2], result.output), result.output[-3000:]
+  assert 'Traceback' not in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', sorted(BAD_INPUTS))
+def test_bad_cluster_input_starts_no_server_and_creates_no_train_dir(
+    bad_input_results, case):
+  result = bad_input_results[case]
+  assert result.status == 2, result.output[-3000:]
+  # The script logs 'started <job> task <index> ...' once its server runs.
+  assert not re.search(r'INFO:tensorflow:started (ps|worker) task',
+                       result.output), result.output[-3000:]
+  assert os.path.isdir(os.path.dirname(os.path.dirname(result.train_dir)))
+  assert not os.path.exists(os.path.dirname(result.train_dir))

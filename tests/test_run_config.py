@@ -1,6 +1,8 @@
 """training.run_config: the flags and the cluster, validated once."""
 
 import json
+import os
+import tempfile
 
 from absl.testing import flagsaver
 import pytest
@@ -10,6 +12,8 @@ from training.errors import UsageError
 from training.flags import FLAGS
 
 NO_ENV = {}
+# Never created: configurations are only validated here.
+UNUSED_TRAIN_DIR = os.path.join(tempfile.gettempdir(), 'run_config_train')
 
 
 def parse(*argv):
@@ -22,7 +26,7 @@ def parse(*argv):
 
 def digits(digits_dir, *argv):
   return parse('--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
-               '--model_name=lenet', '--train_dir=/unused', *argv)
+               '--model_name=lenet', '--train_dir=%s' % UNUSED_TRAIN_DIR, *argv)
 
 
 def tf_config(ps, workers, job, index):
@@ -128,7 +132,7 @@ def test_worker_of_a_cluster_takes_counts_from_the_cluster(digits_dir):
 
 
 def test_ps_task_needs_no_dataset():
-  config = run_config.from_flags(parse('--train_dir=/unused'),
+  config = run_config.from_flags(parse('--train_dir=%s' % UNUSED_TRAIN_DIR),
                                  tf_config(PS, WORKERS, 'ps', 0))
   assert config.is_ps and not config.is_chief
   assert config.model is None and config.deployment is None
@@ -196,3 +200,14 @@ def test_bad_accumulation_and_clipping_flags(digits_dir, argv, line):
   with pytest.raises(UsageError) as error:
     run_config.from_flags(digits(digits_dir, *argv), NO_ENV)
   assert error.value.lines == (line,)
+
+
+def test_train_dir_that_cannot_be_created_is_named(digits_dir, tmp_path):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('')
+  with pytest.raises(UsageError) as error:
+    run_config.from_flags(digits(digits_dir, '--train_dir=%s/train'
+                                 % blocker), NO_ENV)
+  assert error.value.lines == (
+      '--train_dir=%s/train cannot be created: %s is a file, not a '
+      'directory; give a directory path' % (blocker, blocker),)

@@ -10,6 +10,41 @@ class NonFiniteWeightsError(RuntimeError):
   """A checkpoint was about to hold NaN or infinite weights."""
 
 
+class CheckpointWriteError(RuntimeError):
+  """Writing a checkpoint failed (a full disk, a read-only directory)."""
+
+
+class CheckpointSaverHook(tf.train.CheckpointSaverHook):
+  """tf.train.CheckpointSaverHook whose failed writes say what happened.
+
+  TensorFlow writes a checkpoint's files first and updates the
+  `checkpoint` file that names the latest one last, so a failed write
+  leaves the previous checkpoint the latest, readable. This raises
+  CheckpointWriteError naming the directory, the step and that checkpoint.
+  """
+
+  def _save(self, session, step):
+    try:
+      return super()._save(session, step)
+    except (tf.errors.OpError, OSError) as e:
+      latest = tf.train.latest_checkpoint(self._checkpoint_dir)
+      raise CheckpointWriteError(
+          'writing the checkpoint of step %d to %s failed (%s); the latest '
+          'checkpoint is still %s. Free space or fix the directory, then '
+          'resume.' % (step, self._checkpoint_dir, _write_error_reason(e),
+                       latest or 'none')) from None
+
+
+def _write_error_reason(error):
+  """'File too large' from TF's multi-line 'Graph execution error: ...'."""
+  if not isinstance(error, tf.errors.OpError):
+    return str(error)
+  lines = [line.strip() for line in error.message.splitlines()
+           if line.strip() and not line.strip().startswith('[[')]
+  # The operating system's reason ends the line naming the file.
+  return lines[-1].rsplit('; ', 1)[-1] if lines else type(error).__name__
+
+
 class ProgressLogHook(tf.train.SessionRunHook):
   """Logs step, loss, learning rate, examples/sec and time left.
 

@@ -216,7 +216,24 @@ def _check_values(f, problems):
                    % (name, value, ', '.join(known)))
   problems.check(f.quantize_delay == -1, '--quantize_delay=%d: %s'
                  % (f.quantize_delay, _QUANTIZE_FIX))
-  problems.check(bool(f.train_dir), '--train_dir is required')
+  if problems.check(bool(f.train_dir), '--train_dir is required'):
+    problems.attempt(_check_writable, f.train_dir)
+
+
+def _check_writable(train_dir):
+  """train_dir is a writable directory, or can be created as one."""
+  path = os.path.abspath(train_dir)
+  existing = path
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise UsageError('--train_dir=%s cannot be created: %s is a file, not a '
+                     'directory; give a directory path' % (train_dir,
+                                                           existing))
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise UsageError('--train_dir=%s is not writable (%s does not let this '
+                     'user write); give a writable directory'
+                     % (train_dir, existing))
 
 
 def _cluster_task(f, environ):

@@ -1,0 +1,118 @@
+"""SIGTERM saves and exits 0; a failed checkpoint write is named and keeps
+the previous checkpoint."""
+
+import os
+import random
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from deployment.slim_compat import tf
+from tests.script_runner import REPO
+from tests.script_runner import kill_group
+from tests.script_runner import run_script
+from tests.script_runner import script_env
+from tests.script_runner import start_script
+
+TRAIN = 'train_image_classifier.py'
+# Kubernetes' default grace period before SIGKILL.
+GRACE_SECS = 30
+
+
+def _flags(digits_dir, train_dir, steps, *extra):
+  return ['--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
+          '--model_name=lenet', '--num_clones=2', '--clone_on_cpu',
+          '--batch_size=16', '--optimizer=sgd', '--learning_rate=0.01',
+          '--max_number_of_steps=%d' % steps, '--log_every_n_steps=1',
+          '--save_interval_secs=600', '--train_dir=%s' % train_dir] + list(
+              extra)
+
+
+def _latest_step(train_dir):
+  latest = tf.train.latest_checkpoint(train_dir)
+  return None if latest is None else int(latest.rsplit('-', 1)[1])
+
+
+def _wait_for_log_line(process, pattern, timeout=180):
+  """Reads the process's output until a line matches; returns the lines."""
+  lines = []
+  deadline = time.time() + timeout
+  for line in process.stdout:
+    lines.append(line)
+    if re.search(pattern, line):
+      return lines
+    if time.time() > deadline:
+      break
+  pytest.fail('no line matching %r within %d s:\n%s' % (
+      pattern, timeout, ''.join(lines[-20:])))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('seed', [1, 2])
+def test_sigterm_saves_the_step_reached_and_exits_0(digits_dir, tmp_path,
+                                                    seed):
+  train_dir = str(tmp_path / 'train')
+  process = start_script(TRAIN, *_flags(digits_dir, train_dir, 100000))
+  try:
+    _wait_for_log_line(process, r'step \d+: loss')
+    time.sleep(random.Random(seed).uniform(0.0, 2.0))
+    sent = time.time()
+    process.send_signal(signal.SIGTERM)
+    rest, _ = process.communicate(timeout=GRACE_SECS)
+    elapsed = time.time() - sent
+  finally:
+    kill_group(process)
+  assert process.returncode == 0, rest[-3000:]
+  assert elapsed < GRACE_SECS
+  step = _latest_step(train_dir)
+  assert step and step > 1
+  assert re.search(r'SIGTERM: stopped; saved %s/model.ckpt-%d$' % (
+      re.escape(train_dir), step), rest, re.M), rest[-2000:]
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert reader.get_tensor('global_step') == step
+
+  result = run_script(TRAIN, *_flags(digits_dir, train_dir, step + 3))
+  assert result.returncode == 0, result.stdout[-3000:]
+  assert 'Restoring parameters from %s/model.ckpt-%d' % (
+      train_dir, step) in result.stdout
+  assert _latest_step(train_dir) == step + 3
+
+
+def _limit_file_size(max_bytes):
+  def preexec():
+    os.setsid()
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+  return preexec
+
+
+@pytest.mark.slow
+def test_a_failed_checkpoint_write_is_named_and_keeps_the_last_one(
+    digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  result = run_script(TRAIN, *_flags(digits_dir, train_dir, 5))
+  assert result.returncode == 0, result.stdout[-3000:]
+  assert _latest_step(train_dir) == 5
+  # A disk that fills up: no file may grow past 1 MB, and LeNet's
+  # checkpoint is 13 MB (Python ignores SIGXFSZ: the write fails, EFBIG).
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO, TRAIN)] + _flags(
+          digits_dir, train_dir, 10, '--save_interval_secs=1'),
+      cwd=REPO, env=script_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True, timeout=300,
+      preexec_fn=_limit_file_size(1 << 20))
+  assert result.returncode == 1, result.stdout[-3000:]
+  assert 'Traceback' not in result.stdout
+  errors = [l for l in result.stdout.splitlines() if l.startswith('error:')]
+  assert len(errors) == 1
+  assert re.match(
+      r"error: writing the checkpoint of step \d+ to %s failed \(File too large\); the "
+      r'latest checkpoint is still %s/model.ckpt-5\. Free space' % (
+          re.escape(train_dir), re.escape(train_dir)), errors[0]), errors[0]
+  assert _latest_step(train_dir) == 5
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert reader.get_tensor('global_step') == 5
