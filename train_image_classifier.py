@@ -39,6 +39,7 @@ from deployment.slim_compat import tf
 from training import cli
 from training import fine_tune
 from training import hooks
+from training import input_position
 from training import optimizers
 from training import preemption
 from training import replica_session
@@ -101,10 +102,10 @@ def train(config, master, extra_hooks=()):
 
 
 # init_fn restores --checkpoint_path (None without it); sync_optimizer is the
-# SyncReplicasOptimizer or None.
+# SyncReplicasOptimizer or None; batches the PositionedBatches.
 TrainingGraph = collections.namedtuple('TrainingGraph', [
     'train_op', 'learning_rate', 'total_loss', 'summary_op', 'init_fn',
-    'sync_optimizer'])
+    'sync_optimizer', 'batches'])
 
 
 def build_training_graph(config):
@@ -153,20 +154,25 @@ def build_training_graph(config):
   sync_optimizer = (optimizer if config.sync_optimizer_replicas else None)
   return TrainingGraph(model.train_op, learning_rate, model.total_loss,
                        model.summary_op, fine_tune_init_fn(config),
-                       sync_optimizer)
+                       sync_optimizer, batches)
 
 
 def input_batches(config):
-  """The BatchQueue of training batches, this replica's shard of the files."""
+  """This replica's shard of training batches; its position is saved in
+  checkpoints (see training/input_position.py)."""
   f = config.flags
+  shard = config.deployment.replica_id
   with tf.device(config.deployment.inputs_device()):
-    return input_pipeline.BatchQueue(call_for_flag(
-        '--dataset_dir=%s' % f.dataset_dir, input_pipeline.make_dataset,
-        config.model.dataset, config.model.preprocess_fn, f.batch_size,
-        config.image_size, is_training=True, num_readers=f.num_readers,
-        num_preprocessing_threads=f.num_preprocessing_threads,
-        labels_offset=f.labels_offset, num_shards=config.num_workers,
-        shard_index=config.deployment.replica_id, seed=f.shuffle_seed))
+    return input_position.PositionedBatches(
+        call_for_flag(
+            '--dataset_dir=%s' % f.dataset_dir, input_pipeline.make_dataset,
+            config.model.dataset, config.model.preprocess_fn, f.batch_size,
+            config.image_size, is_training=True, num_readers=f.num_readers,
+            num_preprocessing_threads=f.num_preprocessing_threads,
+            labels_offset=f.labels_offset, num_shards=config.num_workers,
+            shard_index=shard, seed=f.shuffle_seed),
+        input_position.layout(f, config.image_size, config.num_workers,
+                              shard))
 
 
 def add_losses(logits, end_points, labels, num_classes, label_smoothing):
@@ -217,9 +223,13 @@ def warn_if_no_gpu(deployment):
 def training_session(config, graph, master, extra_hooks):
   """The MonitoredSession: checkpoints, summaries, progress, stop step."""
   f = config.flags
+  saver = graph.batches.saver(max_to_keep=5)
+  restoring_saver = None
+  if config.is_chief:
+    restoring_saver = graph.batches.restoring_saver(f.train_dir)
   scaffold = tf.train.Scaffold(init_fn=graph.init_fn,
                                summary_op=graph.summary_op,
-                               saver=tf.train.Saver(max_to_keep=5))
+                               saver=restoring_saver or saver)
   every_worker = [hooks.ProgressLogHook(
       graph.total_loss, graph.learning_rate, config.plan.global_batch_size,
       f.log_every_n_steps, f.max_number_of_steps)]
@@ -236,7 +246,7 @@ def training_session(config, graph, master, extra_hooks):
         hooks.CheckpointSaverHook(
             f.train_dir, save_secs=f.save_interval_secs or None,
             save_steps=None if f.save_interval_secs else 10 ** 12,
-            scaffold=scaffold,
+            saver=saver,
             listeners=[hooks.FiniteWeightsGuard(tf.global_variables())]),
         tf.train.SummarySaverHook(save_secs=f.save_summaries_secs,
                                   output_dir=f.train_dir, scaffold=scaffold),

@@ -1,0 +1,99 @@
+"""The input pipeline's position, saved with every checkpoint.
+
+A run that is stopped and resumed should consume exactly the batches an
+uninterrupted run would have: the epoch is neither restarted nor skipped.
+`PositionedBatches` reads the batches from a tf.data iterator whose state
+(which files and records were read, the shuffle buffer, its random state)
+is a saveable object of the graph, so tf.train.Saver writes it into every
+checkpoint and restores it with the weights.
+
+That state is only meaningful for the same input layout: the dataset and
+split, the batch size, this replica's shard of the files, the shuffle
+seed, the image size and preprocessing. The layout is saved beside it (the
+string variable `input_position/layout`); when a resumed run's layout
+differs (another --batch_size, another number of workers), the model and
+optimizer are restored, the input position is not, a warning says so, and
+the data order starts over.
+
+With several clones, the clones take batches from the one iterator in
+whatever order their ops run: every batch is used once, but which clone
+gets which varies. With several workers only the chief saves, so only the
+chief's shard resumes exactly; the others start their shard over.
+"""
+
+from tensorflow.python.util import deprecation
+
+from deployment.slim_compat import tf
+
+LAYOUT_NAME = 'input_position/layout'
+
+
+def layout(flags, image_size, num_shards, shard_index):
+  """The input layout of a run, as a readable string."""
+  return ('dataset=%s/%s batch_size=%d shard=%d/%d seed=%s image_size=%d '
+          'preprocessing=%s labels_offset=%d' % (
+              flags.dataset_name, flags.dataset_split_name, flags.batch_size,
+              shard_index, num_shards, flags.shuffle_seed, image_size,
+              flags.preprocessing_name or flags.model_name,
+              flags.labels_offset))
+
+
+class PositionedBatches:
+  """Batches from a dataset whose position is saved in checkpoints.
+
+  Build it in the graph before the Saver; `next_batch()` returns a new
+  get_next op per call (one per clone).
+
+  Args:
+    dataset: the tf.data.Dataset of batches.
+    layout_text: what `layout` returned for this run.
+  """
+
+  def __init__(self, dataset, layout_text):
+    self._iterator = tf.data.make_one_shot_iterator(dataset)
+    # Deprecated for TF2's tf.train.Checkpoint; this is tf.compat.v1.Saver.
+    with deprecation.silence():
+      self.saveable = tf.data.experimental.make_saveable_from_iterator(
+          self._iterator)
+    tf.add_to_collection(tf.GraphKeys.SAVEABLE_OBJECTS, self.saveable)
+    self.layout = layout_text
+    # Local: initialised to this run's layout whatever is restored; saved
+    # by name through `saver()`.
+    self.layout_variable = tf.Variable(
+        layout_text, trainable=False, name=LAYOUT_NAME,
+        collections=[tf.GraphKeys.LOCAL_VARIABLES])
+
+  def next_batch(self):
+    return self._iterator.get_next()
+
+  def saver(self, **kwargs):
+    """A tf.train.Saver of the model, the input position and its layout."""
+    return tf.train.Saver(
+        tf.global_variables() + tf.get_collection(
+            tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable],
+        **kwargs)
+
+  def restoring_saver(self, checkpoint_dir, log_fn=None):
+    """A Saver for resuming from checkpoint_dir's latest checkpoint.
+
+    Returns:
+      None (restore everything, input position included) when there is no
+      checkpoint or its layout is this run's; otherwise a Saver of
+      everything but the input position.
+    """
+    latest = tf.train.latest_checkpoint(checkpoint_dir)
+    if latest is None:
+      return None
+    reader = tf.train.load_checkpoint(latest)
+    saved = None
+    if reader.has_tensor(LAYOUT_NAME):
+      saved = reader.get_tensor(LAYOUT_NAME)
+      saved = saved.decode() if isinstance(saved, bytes) else saved
+    if saved == self.layout:
+      return None
+    (log_fn or tf.logging.warning)(
+        'input position not restored: %s was saved reading %s; this run '
+        'reads %s. The model and optimizer are restored; the data order '
+        'starts over.', latest, saved or 'without a saved position',
+        self.layout)
+    return tf.train.Saver(tf.global_variables(), max_to_keep=None)
