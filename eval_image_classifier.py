@@ -24,6 +24,7 @@ from deployment import model_deploy
 from deployment.slim_compat import slim, tf
 from training import cli
 from training import common_flags  # pylint: disable=unused-import
+from training import eval_input
 from training import fine_tune
 from training import lookup
 from training import run_config
@@ -123,24 +124,6 @@ def evaluate(config):
   return totals[0] / totals[2], totals[1] / totals[2], int(totals[2]), step
 
 
-def padded_batches(batches, batch_size):
-  """Batches of (images, labels, is_real) that never run out.
-
-  The split's examples come first, each once, marked real; then padding
-  examples marked not real, without end. So N clones can each take a batch
-  per run until a run holds only padding: every example is counted exactly
-  once whatever N, the last partial batch included.
-  """
-  examples = batches.unbatch().map(
-      lambda image, label: (image, label, tf.constant(1, tf.int64)))
-  image_spec, label_spec, _ = examples.element_spec
-  padding = tf.data.Dataset.from_tensors((
-      tf.zeros(image_spec.shape, image_spec.dtype),
-      tf.zeros(label_spec.shape, label_spec.dtype),
-      tf.constant(0, tf.int64))).repeat()
-  return examples.concatenate(padding).batch(batch_size, drop_remainder=True)
-
-
 def build_eval_graph(config):
   """The counts of one run over all clones: [correct, in top 5, examples]."""
   f = config.flags
@@ -155,7 +138,7 @@ def build_eval_graph(config):
                                              clone_on_cpu=f.clone_on_cpu)
   with tf.device(deployment.inputs_device()):
     iterator = tf.data.make_one_shot_iterator(
-        padded_batches(batches, f.batch_size))
+        eval_input.padded_batches(batches, f.batch_size))
   k = min(5, config.model.num_classes)
 
   def clone_counts():

@@ -5,9 +5,9 @@ import re
 import numpy as np
 import pytest
 
-import eval_image_classifier
 from deployment.slim_compat import tf
 from tests.script_runner import run_script
+from training import eval_input
 
 
 def test_padded_batches_mark_every_example_once_then_only_padding(graph):
@@ -15,7 +15,7 @@ def test_padded_batches_mark_every_example_once_then_only_padding(graph):
   batches = tf.data.Dataset.from_tensor_slices(
       (np.ones([7, 2, 2, 1], np.float32), labels)).batch(3)
   iterator = tf.data.make_one_shot_iterator(
-      eval_image_classifier.padded_batches(batches, 3))
+      eval_input.padded_batches(batches, 3))
   get_next = iterator.get_next()
   with tf.Session() as sess:
     runs = [sess.run(get_next) for _ in range(4)]

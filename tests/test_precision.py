@@ -184,7 +184,7 @@ def test_digits_lenet_reaches_97_percent(digits_dir, tmp_path, name):
       '--opt_epsilon=1e-4', '--learning_rate=0.002',
       '--learning_rate_decay_type=fixed', '--max_number_of_steps=300',
       '--log_every_n_steps=100', '--shuffle_seed=1',
-      '--train_dir=%s' % train_dir, timeout=1200)
+      '--train_dir=%s' % train_dir, timeout=1800)
   assert result.returncode == 0, result.stdout[-3000:]
   assert _eval_accuracy(digits_dir, train_dir) >= 97.0
 
