@@ -15,7 +15,10 @@ Stages, each parallel where it pays:
             preprocessing is a `CroppingPreprocessor` with
             fold_into_decode (inception-style training), JPEGs are
             decoded only inside the crop window (`decode_and_crop_jpeg`)
-  batch     drop_remainder in training, so the batch shape is static
+  batch     drop_remainder in training, so the batch shape is static;
+            a `TwoStagePreprocessor` has its `image_stage` run per image
+            before batching (its output may stay uint8) and its
+            `batch_stage` once per batch after
   prefetch  overlaps input with the training step
 """
 
@@ -79,6 +82,7 @@ def _decode_cropped(encoded, image_format, dataset, preprocess_fn, height,
 def _record_parser(dataset, preprocess_fn, height, width):
   """Returns fn(serialized tf.Example) -> (image, label)."""
   crops_at_decode = getattr(preprocess_fn, 'fold_into_decode', False)
+  image_stage = _image_stage(preprocess_fn)
 
   def parse(record):
     features = tf.io.parse_single_example(record, dataset.keys_to_features)
@@ -89,11 +93,21 @@ def _record_parser(dataset, preprocess_fn, height, width):
                                 preprocess_fn, height, width)
       image = preprocess_fn.preprocess_cropped(cropped, height, width)
     else:
-      image = preprocess_fn(_decode_full(encoded, image_format, dataset),
-                            height, width)
+      image = image_stage(_decode_full(encoded, image_format, dataset),
+                          height, width)
     return image, features['image/class/label']
 
   return parse
+
+
+def _image_stage(preprocess_fn):
+  """What runs per image: all of preprocess_fn unless it is two-stage."""
+  return getattr(preprocess_fn, 'image_stage', preprocess_fn)
+
+
+def _batch_stage(preprocess_fn):
+  """What runs per batch: a TwoStagePreprocessor's batch_stage, or nothing."""
+  return getattr(preprocess_fn, 'batch_stage', lambda images: images)
 
 
 def _synthetic_images(dataset, num_epochs, num_shards, shard_index):
@@ -138,7 +152,8 @@ def _records(dataset, is_training, num_readers, num_epochs, seed, num_shards,
 
   return files_dataset.interleave(
       read_file, cycle_length=num_readers, block_length=1,
-      num_parallel_calls=num_readers, deterministic=not is_training)
+      num_parallel_calls=num_readers,
+      deterministic=not is_training or seed is not None)
 
 
 def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
@@ -152,7 +167,8 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
   Args:
     dataset: a slim.dataset.Dataset from dataset_factory.get_dataset.
     preprocess_fn: fn(uint8 image, height, width) -> float image, from
-      preprocessing_factory.get_preprocessing.
+      preprocessing_factory.get_preprocessing; a
+      two_stage.TwoStagePreprocessor runs its batch_stage after batching.
     batch_size: images per batch (per replica).
     image_size: output side, or (height, width).
     is_training: shuffle files and records, drop the last partial batch,
@@ -196,15 +212,19 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
   height, width = _image_size(image_size)
   if drop_remainder is None:
     drop_remainder = is_training
+  # Training lets elements come out of order (faster) unless a seed asks
+  # for a reproducible order (exact resume, tests).
+  deterministic = not is_training or seed is not None
   if num_classes is None:
     num_classes = dataset.num_classes - labels_offset
 
   if getattr(dataset, 'is_synthetic', False):
     examples = _synthetic_images(dataset, num_epochs, num_shards, shard_index)
+    image_stage = _image_stage(preprocess_fn)
     examples = examples.map(
-        lambda image, label: (preprocess_fn(image, height, width), label),
+        lambda image, label: (image_stage(image, height, width), label),
         num_parallel_calls=num_preprocessing_threads,
-        deterministic=not is_training)
+        deterministic=deterministic)
   else:
     if validate_files:
       tfrecord_check.validate_tfrecord_files(dataset.data_sources)
@@ -217,16 +237,18 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
     examples = records.map(
         _record_parser(dataset, preprocess_fn, height, width),
         num_parallel_calls=num_preprocessing_threads,
-        deterministic=not is_training)
+        deterministic=deterministic)
 
-  def finish_labels(images, labels):
+  batch_stage = _batch_stage(preprocess_fn)
+
+  def finish_batch(images, labels):
     labels = labels - labels_offset
     if one_hot:
       labels = tf.one_hot(labels, num_classes, dtype=tf.float32)
-    return images, labels
+    return batch_stage(images), labels
 
   batches = examples.batch(batch_size, drop_remainder=drop_remainder)
-  batches = batches.map(finish_labels).prefetch(AUTOTUNE)
+  batches = batches.map(finish_batch).prefetch(AUTOTUNE)
   options = tf.data.Options()
   options.experimental_optimization.map_parallelization = True
   if private_threadpool_size:

@@ -6,7 +6,7 @@ function that starts with such a crop is a `CroppingPreprocessor`: called
 as usual, `fn(image, output_height, output_width)` crops and finishes; when
 `fn.fold_into_decode` is true the input pipeline instead asks
 `fn.crop_window(...)` for the window, decodes just that, and calls
-`fn.preprocess_cropped(...)`.
+`fn.preprocess_cropped(...)` (then, after batching, `fn.batch_stage`).
 
 Folding pays off only for small crops: libjpeg still entropy-decodes the
 whole file. Measured on 500x375 JPEGs, one core: a crop keeping 25% of the
@@ -17,9 +17,10 @@ skipped pixels save).
 
 from deployment.slim_compat import tf
 from preprocessing import image_ops
+from preprocessing import two_stage
 
 
-class CroppingPreprocessor:
+class CroppingPreprocessor(two_stage.TwoStagePreprocessor):
   """A preprocessing fn split into a crop window and the rest.
 
   Args:
@@ -27,14 +28,18 @@ class CroppingPreprocessor:
       int32 [offset_y, offset_x, crop_height, crop_width]; image_shape is
       the int32 [height, width, channels] of the full image.
     preprocess_cropped_fn: (cropped uint8 image, output_height,
-      output_width, **kwargs) -> the preprocessed float image.
+      output_width, **kwargs) -> the image `batch_fn` expects (the final
+      float image without `batch_fn`).
     fold_into_decode: whether the input pipeline should decode JPEGs only
       inside the crop window; worth it when crops are typically well under
       ~70% of the image area.
+    batch_fn: the whole-batch stage (see two_stage.TwoStagePreprocessor),
+      or None.
   """
 
   def __init__(self, crop_window_fn, preprocess_cropped_fn,
-               fold_into_decode=True):
+               fold_into_decode=True, batch_fn=None):
+    super().__init__(self._crop_and_preprocess, batch_fn)
     self._crop_window_fn = crop_window_fn
     self._preprocess_cropped_fn = preprocess_cropped_fn
     self.fold_into_decode = fold_into_decode
@@ -44,10 +49,12 @@ class CroppingPreprocessor:
 
   def preprocess_cropped(self, cropped_image, output_height, output_width,
                          **kwargs):
+    """The rest of the per-image stage, given the cropped image."""
     return self._preprocess_cropped_fn(cropped_image, output_height,
                                        output_width, **kwargs)
 
-  def __call__(self, image, output_height, output_width, bbox=None, **kwargs):
+  def _crop_and_preprocess(self, image, output_height, output_width,
+                           bbox=None, **kwargs):
     window = self.crop_window(tf.shape(image), output_height, output_width,
                               bbox)
     return self.preprocess_cropped(image_ops.crop_to_window(image, window),

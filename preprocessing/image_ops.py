@@ -55,3 +55,31 @@ def crop_to_window(image, crop_window):
 def random_flip(image, seed=None):
   """Flips left-right with probability 1/2."""
   return tf.image.random_flip_left_right(image, seed=seed)
+
+
+def uint8_to_range(images, low, high):
+  """Maps uint8 0..255 linearly onto float32 [low, high] in one pass.
+
+  Gives the values of `tf.cast(images, tf.float32) * ((high - low) / 255)
+  + low` (tests compare all 256 for the ranges the project uses) with one
+  op instead of three. Each of the three writes a float32 copy of the whole
+  input, and those memory passes are what the conversion costs: on the
+  input pipeline benchmark's batches of 32 224x224 RGB images, about 0.06
+  ms of CPU per image instead of 0.14. TensorFlow's Dequantize in
+  MIN_COMBINED mode computes exactly that affine map, so the uint8 tensor
+  is bitcast to quint8 (same bytes) and dequantized.
+
+  Args:
+    images: a uint8 tensor of any shape.
+    low: the float value of 0.
+    high: the float value of 255.
+
+  Raises:
+    TypeError: images is not uint8.
+  """
+  if images.dtype != tf.uint8:
+    raise TypeError('uint8_to_range needs uint8 images, got %s'
+                    % images.dtype.name)
+  return tf.raw_ops.Dequantize(
+      input=tf.bitcast(images, tf.quint8), min_range=float(low),
+      max_range=float(high), mode='MIN_COMBINED', dtype=tf.float32)

@@ -35,6 +35,18 @@ def apply_with_random_selector(image, func, num_cases):
                                for c in range(num_cases)])
 
 
+def resize_with_random_method(image, output_height, output_width,
+                              num_methods):
+  """Resizes with one of the first num_methods of bilinear, nearest, bicubic
+  and area, drawn uniformly for each image (bilinear when num_methods is 1).
+  """
+  return apply_with_random_selector(
+      image,
+      lambda x, method: tf.compat.v2.image.resize(
+          x, [output_height, output_width], method=_RESIZE_METHODS[method]),
+      num_methods)
+
+
 def distort_color(image, color_ordering=0, fast_mode=True):
   """Randomly distorts the colors of a float [h, w, 3] image in [0, 1].
 
@@ -95,12 +107,9 @@ def preprocess_cropped_for_train(cropped_image, output_height, output_width,
   """Resize, flip, color distortion and [-1, 1] scaling of a cropped image."""
   image = tf.image.convert_image_dtype(image_ops.ensure_rgb(cropped_image),
                                        tf.float32)
-  num_resize_cases = 1 if fast_mode else len(_RESIZE_METHODS)
-  image = apply_with_random_selector(
-      image,
-      lambda x, method: tf.compat.v2.image.resize(
-          x, [output_height, output_width], method=_RESIZE_METHODS[method]),
-      num_resize_cases)
+  image = resize_with_random_method(
+      image, output_height, output_width,
+      1 if fast_mode else len(_RESIZE_METHODS))
   image.set_shape([output_height, output_width, 3])
   image = image_ops.random_flip(image)
   image = apply_with_random_selector(

@@ -1,5 +1,6 @@
 """The tf.data input pipeline, the batch queue and corrupt-file naming."""
 
+import importlib.util
 import os
 
 import numpy as np
@@ -11,8 +12,13 @@ from datasets import input_pipeline
 from datasets import tfrecord_check
 from deployment.slim_compat import tf
 from preprocessing import cropping
+from preprocessing import image_ops
 from preprocessing import preprocessing_factory
+from preprocessing import two_stage
 from tests import fake_datasets
+
+BENCHMARKS_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'benchmarks')
 
 LENET_EVAL = preprocessing_factory.get_preprocessing('lenet')
 
@@ -306,3 +312,148 @@ def test_corruption_deep_in_a_file_is_named_when_training_hits_it(
       _all_batches(batches)
   assert 'corrupt TFRecord file(s): %s' % bad in str(error.value)
   assert 'corrupted record' in str(error.value)
+
+
+def _write_image_records(directory, encoded_images, image_format, shape):
+  """A one-file 'folder' dataset of the encoded images, labels 0, 1, ..."""
+  examples = [fake_datasets.dataset_utils.image_to_tfexample(
+      encoded, image_format, shape[0], shape[1], label)
+              for label, encoded in enumerate(encoded_images)]
+  fake_datasets.write_records(
+      os.path.join(directory, 'folder_train_00000-of-00001.tfrecord'),
+      examples)
+  fake_datasets.write_label_names(directory, len(examples))
+  fake_datasets.dataset_utils.write_split_sizes({'train': len(examples)},
+                                                directory)
+  return dataset_factory.get_dataset('folder', 'train', directory)
+
+
+def _write_pngs(directory, images):
+  coder = fake_datasets.coder()
+  return _write_image_records(directory,
+                              [coder.encode_png(image) for image in images],
+                              b'png', images[0].shape)
+
+
+def _scaled(pixels):
+  """[-1, 1] as the per-image float code computes it."""
+  return pixels.astype(np.float32) * np.float32(2.0 / 255.0) - np.float32(1)
+
+
+def _top_left_crop(image, height, width):
+  return image[:height, :width]
+
+
+def _scale_batch(images):
+  return image_ops.uint8_to_range(images, -1.0, 1.0)
+
+
+def test_two_stage_images_are_uint8_until_the_batch_stage(graph, tmp_path):
+  del graph
+  dataset = _write_pngs(str(tmp_path), [
+      fake_datasets.pattern_image(10, 12, 3, seed) for seed in range(4)])
+  dtypes = {}
+
+  def image_fn(image, height, width):
+    dtypes['decoded'] = image.dtype
+    crop = _top_left_crop(image, height, width)
+    crop.set_shape([height, width, 3])
+    dtypes['image stage'] = crop.dtype
+    return crop
+
+  def batch_fn(images):
+    dtypes['batch stage input'] = images.dtype
+    batch_shapes.append(images.shape.as_list())
+    return _scale_batch(images)
+
+  batch_shapes = []
+  batches = input_pipeline.make_dataset(
+      dataset, two_stage.TwoStagePreprocessor(image_fn, batch_fn),
+      batch_size=4, image_size=8, is_training=True)
+  assert dtypes == {'decoded': tf.uint8, 'image stage': tf.uint8,
+                    'batch stage input': tf.uint8}
+  assert batch_shapes == [[4, 8, 8, 3]]  # Once, on whole batches.
+  assert tf.data.get_output_types(batches)[0] == tf.float32
+
+
+def test_scaling_after_batching_gives_the_per_image_float_values(graph,
+                                                                 tmp_path):
+  del graph
+  pixels = [fake_datasets.pattern_image(10, 12, 3, seed) for seed in range(5)]
+  dataset = _write_pngs(str(tmp_path), pixels)
+  per_image = lambda image, height, width: tf.cast(
+      _top_left_crop(image, height, width), tf.float32) * (2.0 / 255.0) - 1.0
+  batched = two_stage.TwoStagePreprocessor(_top_left_crop, _scale_batch)
+  values = []
+  for preprocess in (per_image, batched):
+    batches = input_pipeline.make_dataset(dataset, preprocess, 2, 8, False,
+                                          num_epochs=1)
+    values.append(np.concatenate([images for images, _ in
+                                  _all_batches(batches)]))
+  np.testing.assert_array_equal(values[0], values[1])
+  np.testing.assert_array_equal(values[1],
+                                _scaled(np.stack(pixels)[:, :8, :8]))
+
+
+def test_random_flip_is_drawn_per_image_within_a_batch(graph, tmp_path):
+  del graph
+  pixels = fake_datasets.pattern_image(6, 8, 3, seed=1)  # Not symmetric.
+  dataset = _write_pngs(str(tmp_path), [pixels] * 32)
+  whole_image = lambda shape, unused_height, unused_width, unused_bbox: (
+      tf.stack([0, 0, shape[0], shape[1]]))
+  flip = lambda image, unused_height, unused_width: image_ops.random_flip(
+      image)
+  preprocess = cropping.CroppingPreprocessor(whole_image, flip,
+                                             batch_fn=_scale_batch)
+  batches = input_pipeline.make_dataset(dataset, preprocess, 32, (6, 8),
+                                        False, num_epochs=1)
+  (images, _), = _all_batches(batches)
+  mirrored = [np.array_equal(image, _scaled(pixels[:, ::-1]))
+              for image in images]
+  kept = [np.array_equal(image, _scaled(pixels)) for image in images]
+  assert all(m != k for m, k in zip(mirrored, kept))  # Exactly one of them.
+  # Fails with probability 2 * 2**-32 if the flips are drawn per image.
+  assert 0 < sum(mirrored) < 32
+
+
+def _load_benchmark():
+  """benchmarks/input_pipeline.py, which imports modules next to it."""
+  spec = importlib.util.spec_from_file_location(
+      'input_pipeline_benchmark',
+      os.path.join(BENCHMARKS_DIR, 'input_pipeline.py'))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+@pytest.mark.parametrize('row', ['per-image float', 'uint8 until the batch',
+                                 'decode_and_crop_jpeg'])
+def test_benchmark_rows_deliver_a_flipped_or_kept_crop_scaled_exactly(
+    graph, tmp_path, monkeypatch, row):
+  del graph
+  monkeypatch.syspath_prepend(BENCHMARKS_DIR)
+  benchmark = _load_benchmark()
+  preprocess = {
+      'per-image float': benchmark.per_image_crop_flip_scale,
+      'uint8 until the batch': benchmark.crop_flip_then_scale(False),
+      'decode_and_crop_jpeg': benchmark.crop_flip_then_scale(True),
+  }[row]
+  jpeg = fake_datasets.coder().encode_jpeg(
+      fake_datasets.pattern_image(12, 10, 3, seed=2))
+  dataset = _write_image_records(str(tmp_path), [jpeg] * 32, b'jpeg',
+                                 (12, 10))
+  batches = input_pipeline.make_dataset(dataset, preprocess, 32, 8, True,
+                                        num_epochs=1)
+  (images, _), = _all_batches(batches)
+  decoded = _run(tf.io.decode_jpeg(jpeg, channels=3))
+  # Every 8x8 window of the 12x10 image, kept or mirrored, scaled.
+  candidates = {}
+  for y in range(5):
+    for x in range(3):
+      crop = decoded[y:y + 8, x:x + 8]
+      candidates[(y, x, False)] = _scaled(crop)
+      candidates[(y, x, True)] = _scaled(crop[:, ::-1])
+  drawn = [[key for key, value in candidates.items()
+            if np.array_equal(image, value)] for image in images]
+  assert all(len(keys) == 1 for keys in drawn)
+  assert len({keys[0] for keys in drawn}) > 1

@@ -6,9 +6,11 @@ import pytest
 from deployment.slim_compat import tf
 from preprocessing import cifarnet_preprocessing
 from preprocessing import cropping
+from preprocessing import image_ops
 from preprocessing import inception_preprocessing
 from preprocessing import lenet_preprocessing
 from preprocessing import preprocessing_factory
+from preprocessing import two_stage
 from preprocessing import vgg_preprocessing
 
 UPSTREAM_NAMES = {
@@ -146,13 +148,43 @@ def test_inception_scales_to_minus_1_1(graph, is_training):
     np.testing.assert_allclose(white_value, 1.0)
 
 
-def test_inception_full_mode_draws_among_resize_methods(graph):
+def test_inception_random_resize_draws_each_of_the_four_methods(graph):
   del graph
+  _, uint8_image = _image(50, 60)
+  image = tf.cast(uint8_image, tf.float32) / 255.0
+  resized = inception_preprocessing.resize_with_random_method(image, 30, 30,
+                                                              4)
+  candidates = {method: tf.compat.v2.image.resize(image, [30, 30],
+                                                  method=method)
+                for method in ('bilinear', 'nearest', 'bicubic', 'area')}
+  with tf.Session() as session:
+    expected = session.run(candidates)
+    # 60 draws miss one of 4 methods with probability 4 * 0.75**60 < 1e-6.
+    outputs = [session.run(resized) for _ in range(60)]
+  drawn = [[method for method, value in expected.items()
+            if np.array_equal(output, value)] for output in outputs]
+  assert all(len(methods) == 1 for methods in drawn)  # The 4 images differ.
+  assert {methods[0] for methods in drawn} == set(expected)
+
+
+@pytest.mark.parametrize('fast_mode, num_methods', [(False, 4), (True, 1)])
+def test_inception_training_resizes_with_4_methods_or_bilinear_only(
+    graph, monkeypatch, fast_mode, num_methods):
+  del graph
+  requested = []
+  resize = inception_preprocessing.resize_with_random_method
+
+  def recording_resize(image, height, width, methods):
+    requested.append(methods)
+    return resize(image, height, width, methods)
+
+  monkeypatch.setattr(inception_preprocessing, 'resize_with_random_method',
+                      recording_resize)
   _, image = _image(50, 60)
   output = inception_preprocessing.preprocess_image(
-      image, 30, 30, is_training=True, fast_mode=False)
+      image, 30, 30, is_training=True, fast_mode=fast_mode)
+  assert requested == [num_methods]
   value = _run(output)
-  assert value.shape == (30, 30, 3)
   assert value.min() >= -1.0 and value.max() <= 1.0
 
 
@@ -164,17 +196,20 @@ def test_inception_eval_crops_the_central_87_5_percent(graph):
   np.testing.assert_array_equal(window, [6, 5, 88, 70])
 
 
-def test_cropping_preprocessor_matches_its_two_halves(graph):
+def test_cropping_preprocessor_preprocesses_the_central_crop(graph):
   del graph
-  _, image = _image(64, 48)
+  pixels, image = _image(64, 48)
   fn = preprocessing_factory.get_preprocessing('inception_v1')
   assert isinstance(fn, cropping.CroppingPreprocessor)
-  window = fn.crop_window(tf.shape(image), 32, 32)
-  halves = fn.preprocess_cropped(
-      tf.slice(image, [window[0], window[1], 0], [window[2], window[3], -1]),
-      32, 32)
-  whole, halves_value = _run([fn(image, 32, 32), halves])
-  np.testing.assert_allclose(whole, halves_value, atol=1e-6)
+  # 87.5% of 64 x 48 is 56 x 42: int((64 - 56) / 2) = 4 rows and
+  # int((48 - 42) / 2) = 3 columns off each side, as tf.image.central_crop.
+  crop = pixels[4:60, 3:45]
+  expected = inception_preprocessing.preprocess_cropped_for_eval(
+      tf.constant(crop), 32, 32)
+  output, expected_value, tf_crop = _run(
+      [fn(image, 32, 32), expected, tf.image.central_crop(image, 0.875)])
+  np.testing.assert_array_equal(tf_crop, crop)
+  np.testing.assert_array_equal(output, expected_value)
 
 
 def test_inception_training_crop_stays_inside_the_box(graph):
@@ -212,3 +247,91 @@ def test_vgg_training_resize_side_is_in_range(graph):
       resize_side_max=60))
   assert value.shape == (50, 50, 3)
   assert value.max() <= 255 - min(vgg_preprocessing.RGB_MEANS) + 1e-3
+
+
+@pytest.mark.parametrize('low, high', [(-1.0, 1.0), (0.0, 1.0), (0.0, 255.0)])
+def test_uint8_to_range_equals_cast_then_scale_for_every_value(graph, low,
+                                                               high):
+  del graph
+  values = np.arange(256, dtype=np.uint8)
+  scale = np.float32((high - low) / 255.0)
+  expected = values.astype(np.float32) * scale + np.float32(low)
+  output = _run(image_ops.uint8_to_range(tf.constant(values), low, high))
+  assert output.dtype == np.float32
+  np.testing.assert_array_equal(output, expected)
+
+
+def test_uint8_to_range_equals_the_three_op_tf_formula_on_a_batch(graph):
+  del graph
+  pixels = np.random.RandomState(0).randint(
+      0, 256, (4, 16, 16, 3)).astype(np.uint8)
+  images = tf.constant(pixels)
+  three_ops = tf.cast(images, tf.float32) * (2.0 / 255.0) - 1.0
+  one_op = image_ops.uint8_to_range(images, -1.0, 1.0)
+  assert one_op.shape.as_list() == [4, 16, 16, 3]
+  one_op_value, three_ops_value = _run([one_op, three_ops])
+  np.testing.assert_array_equal(one_op_value, three_ops_value)
+
+
+def test_uint8_to_range_refuses_float_images(graph):
+  del graph
+  with pytest.raises(TypeError, match='needs uint8 images, got float32'):
+    image_ops.uint8_to_range(tf.zeros([2, 2, 3]), -1.0, 1.0)
+
+
+def _fixed_crop(image, height, width):
+  return image[1:1 + height, 2:2 + width]
+
+
+def _scale_to_minus_1_1(images):
+  return image_ops.uint8_to_range(images, -1.0, 1.0)
+
+
+def test_two_stage_call_is_the_batch_stage_of_a_batch_of_one(graph):
+  del graph
+  pixels, image = _image(10, 12)
+  fn = two_stage.TwoStagePreprocessor(_fixed_crop, _scale_to_minus_1_1)
+  staged = fn.batch_stage(tf.expand_dims(fn.image_stage(image, 6, 8), 0))
+  output, staged_value = _run([fn(image, 6, 8), staged])
+  expected = pixels[1:7, 2:10].astype(np.float32) * np.float32(
+      2 / 255) - np.float32(1)
+  assert output.shape == (6, 8, 3)
+  np.testing.assert_array_equal(output, expected)
+  np.testing.assert_array_equal(staged_value[0], expected)
+
+
+def test_two_stage_batch_stage_equals_each_image_preprocessed_alone(graph):
+  del graph
+  images = [_image(10, 12, seed=seed)[1] for seed in range(3)]
+  fn = two_stage.TwoStagePreprocessor(_fixed_crop, _scale_to_minus_1_1)
+  batch = fn.batch_stage(tf.stack([fn.image_stage(image, 6, 8)
+                                   for image in images]))
+  alone = [fn(image, 6, 8) for image in images]
+  batch_value, alone_values = _run([batch, alone])
+  np.testing.assert_array_equal(batch_value, np.stack(alone_values))
+
+
+def test_two_stage_without_batch_fn_is_its_image_stage(graph):
+  del graph
+  pixels, image = _image(10, 12)
+  fn = two_stage.TwoStagePreprocessor(_fixed_crop)
+  batch = tf.stack([image[:6, :8]])
+  assert fn.batch_stage(batch) is batch
+  np.testing.assert_array_equal(_run(fn(image, 6, 8)), pixels[1:7, 2:10])
+
+
+def test_cropping_preprocessor_runs_crop_rest_then_batch_stage(graph):
+  del graph
+  pixels, image = _image(10, 12)
+  fn = cropping.CroppingPreprocessor(
+      lambda unused_shape, height, width, unused_bbox: tf.constant(
+          [3, 1, height, width]),
+      lambda cropped, unused_height, unused_width: tf.reverse(cropped, [1]),
+      batch_fn=_scale_to_minus_1_1)
+  image_stage = fn.image_stage(image, 5, 7)
+  assert image_stage.dtype == tf.uint8
+  output, image_stage_value = _run([fn(image, 5, 7), image_stage])
+  mirrored_crop = pixels[3:8, 1:8][:, ::-1]
+  np.testing.assert_array_equal(image_stage_value, mirrored_crop)
+  np.testing.assert_array_equal(
+      output, mirrored_crop.astype(np.float32) * np.float32(2 / 255) - 1)
