@@ -32,8 +32,13 @@ table for comparison. Each setting gets its own thread pools
 (use_per_session_threads), since otherwise every session would share the
 inter-op pool of the first one created.
 
+The tables are printed and written, after the machine they were measured
+on, to benchmarks/results/clone_overhead.md (--results_dir to write
+elsewhere).
+
 Usage (from the repository root):
 
+  .venv/bin/python benchmarks/clone_overhead.py --inter_op 0,1
   .venv/bin/python benchmarks/clone_overhead.py
   .venv/bin/python benchmarks/clone_overhead.py --steps 30 --skip_build
   .venv/bin/python benchmarks/clone_overhead.py --skip_build --inter_op 0,1
@@ -44,9 +49,7 @@ Usage (from the repository root):
 import argparse
 import collections
 import gc
-from importlib import metadata
 import os
-import platform
 import statistics
 import sys
 import time
@@ -97,8 +100,9 @@ def parse_args(argv=None):
   parser.add_argument('--deployment_root', default=REPO_ROOT,
                       help='directory holding the `deployment` package to '
                       'measure, e.g. a patched copy')
-  parser.add_argument('--output', default=None,
-                      help='also write the Markdown tables to this file')
+  parser.add_argument('--results_dir', default=None,
+                      help='folder of the result file clone_overhead.md; '
+                      'default: benchmarks/results')
   args = parser.parse_args(argv)
   args.clones = [int(n) for n in args.clones.split(',')]
   args.build_clones = [int(n) for n in args.build_clones.split(',')]
@@ -113,23 +117,20 @@ def parse_args(argv=None):
   return args
 
 
-# Parsed before the imports below: --deployment_root decides which
-# `deployment` package they load.
-ARGS = parse_args()
-sys.path.insert(0, ARGS.deployment_root)
+if __name__ == '__main__':
+  # Before the imports below: --deployment_root decides which `deployment`
+  # package they load.
+  sys.path.insert(0, parse_args().deployment_root)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
 from deployment import model_deploy
 from deployment.slim_compat import slim, tf
 from other_load import OtherLoad, disturbance_note  # next to this script
+import results  # next to this script
 from tf_slim.nets import inception
 from tf_slim.nets import resnet_v1
 # pylint: enable=g-import-not-at-top,wrong-import-position
-
-# The tf-slim layers warn about their own deprecated internals on every call.
-tf.logging.set_verbosity(tf.logging.ERROR)
-warnings.filterwarnings('ignore', category=UserWarning)
 
 
 def cifar_convnet(images, num_classes=CIFAR_CLASSES, is_training=True,
@@ -307,24 +308,11 @@ def measure_build_times(args):
   return times
 
 
-def machine_context(args):
-  cpu_model = 'unknown CPU'
-  try:
-    with open('/proc/cpuinfo') as cpuinfo:
-      for line in cpuinfo:
-        if line.startswith('model name'):
-          cpu_model = line.split(':', 1)[1].strip()
-          break
-  except OSError:
-    pass
+def settings(args):
+  """What the result depends on beyond results.machine_context()."""
   return [
-      'CPU: %s, %d cores usable (os.cpu_count() = %d)' % (
-          cpu_model, len(os.sched_getaffinity(0)), os.cpu_count()),
-      'TensorFlow %s, tf-slim %s, Python %s' % (
-          tf.__version__, metadata.version('tf-slim'),
-          platform.python_version()),
-      'deployment package: %s' % os.path.dirname(model_deploy.__file__),
-      'session threads: intra_op=%d, inter_op=%s (one table per inter_op '
+      '- deployment package: %s' % os.path.dirname(model_deploy.__file__),
+      '- session threads: intra_op=%d, inter_op=%s (one table per inter_op '
       'setting)' % (args.intra_op, ' and '.join(map(str, args.inter_op))),
   ]
 
@@ -358,8 +346,15 @@ def build_table(times):
   return lines
 
 
-def main(args):
-  output = ['## Machine', ''] + ['- ' + line for line in machine_context(args)]
+def main(argv=None):
+  """Measures, prints the tables and writes the result file; returns its
+  path."""
+  args = parse_args(argv)
+  # The tf-slim layers warn about their own deprecated internals on every
+  # call.
+  tf.logging.set_verbosity(tf.logging.ERROR)
+  warnings.filterwarnings('ignore', category=UserWarning)
+  output = ['## Settings', ''] + settings(args)
   if not args.skip_step:
     print('Timing steps for %s clones...' % args.clones, flush=True)
     with OtherLoad() as load:
@@ -376,12 +371,16 @@ def main(args):
       times = measure_build_times(args)
     output += ['', '## deploy() build time, batch 1 per clone', '']
     output += build_table(times) + ['', disturbance_note(load)]
-  text = '\n'.join(output) + '\n'
-  print('\n' + text)
-  if args.output:
-    with open(args.output, 'w') as f:
-      f.write(text)
+  print('\n' + '\n'.join(output))
+  argv = sys.argv[1:] if argv is None else argv
+  path = results.write_result(
+      'clone_overhead', 'Clone overhead', output,
+      command=' '.join(['.venv/bin/python benchmarks/clone_overhead.py']
+                       + list(argv)),
+      directory=args.results_dir)
+  print('written to %s' % path)
+  return path
 
 
 if __name__ == '__main__':
-  main(ARGS)
+  main()

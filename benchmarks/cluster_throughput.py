@@ -23,18 +23,21 @@ moment. After the global step passes --warmup_steps, examples/sec is
 (global steps done x batch) / wall time, and CPU ms/example is the CPU time
 of all processes (ps included) per example, which depends much less on
 other load on the machine than examples/sec. The setups take turns for
---rounds rounds and the table gives the median of each column.
+--rounds rounds and the table gives the median of each column; the ratio
+to the process alone is that of the medians.
+
+The table is printed and written, after the machine it was measured on, to
+benchmarks/results/cluster_throughput.md (--results_dir to write
+elsewhere).
 
 Usage (from the repository root):
 
   .venv/bin/python benchmarks/cluster_throughput.py
   .venv/bin/python benchmarks/cluster_throughput.py --rounds 1 --steps 200
-  .venv/bin/python benchmarks/cluster_throughput.py --output /tmp/table.md
 """
 
 import argparse
 import os
-import platform
 import re
 import shutil
 import signal
@@ -48,8 +51,11 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-# pylint: disable-next=g-import-not-at-top,wrong-import-position
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from deployment import launch
+from other_load import OtherLoad, disturbance_note  # next to this script
+import results  # next to this script
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 TRAIN = os.path.join(REPO, 'train_image_classifier.py')
 STEP_LINE = re.compile(r'INFO:tensorflow:step (\d+): loss')
@@ -78,8 +84,9 @@ def parse_args(argv=None):
   parser.add_argument('--dataset_dir', default=None,
                       help='digits TFRecords; default: converted into a '
                       'temporary folder')
-  parser.add_argument('--output', default=None,
-                      help='also write the Markdown table to this file')
+  parser.add_argument('--results_dir', default=None,
+                      help='folder of the result file cluster_throughput.md; '
+                      'default: benchmarks/results')
   return parser.parse_args(argv)
 
 
@@ -190,9 +197,10 @@ def window(samples, warmup_steps, batch_size):
 
 
 def measure(args, dataset_dir):
-  results = {name: [] for name, _, _ in SETUPS}
+  measured = {name: [] for name, _, _ in SETUPS}
   for round_index in range(args.rounds):
-    for name, num_ps, num_workers in SETUPS:
+    first = round_index % len(SETUPS)  # Rotates, so no setup always leads.
+    for name, num_ps, num_workers in SETUPS[first:] + SETUPS[:first]:
       train_dir = tempfile.mkdtemp(prefix='cluster_throughput_')
       try:
         if num_ps == 0:
@@ -209,39 +217,42 @@ def measure(args, dataset_dir):
       if result is None:
         sys.exit('%s: too few step lines after the warm-up; raise --steps'
                  % name)
-      results[name].append(result)
+      measured[name].append(result)
       print('round %d, %s: %.0f examples/sec, %.2f CPU ms/example' % (
           round_index + 1, name, result[0], result[1]), flush=True)
-  return results
+  return measured
 
 
-def table(args, results):
-  alone = statistics.median(r[0] for r in results['alone'])
+def table(args, measured):
+  """Markdown lines; `measured` is {setup name: [(examples/sec, CPU
+  ms/example) per round]}, ratios are to the first setup (alone)."""
+  alone = statistics.median(r[0] for r in measured[SETUPS[0][0]])
   lines = [
-      '| setup | processes | examples/sec | per worker | vs. alone | '
-      'CPU ms/example (all processes) |',
-      '|---|---:|---:|---:|---:|---:|',
+      '| setup | processes | examples/sec | per worker | ratio to alone | '
+      'CPU ms/example (all processes) | examples/sec per round |',
+      '|---|---:|---:|---:|---:|---:|---|',
   ]
   for name, num_ps, num_workers in SETUPS:
-    rate = statistics.median(r[0] for r in results[name])
-    cpu = statistics.median(r[1] for r in results[name])
-    lines.append('| %s | %d | %.0f | %.0f | %+.0f%% | %.2f |' % (
-        name, num_ps + num_workers, rate, rate / num_workers,
-        100.0 * (rate / alone - 1), cpu))
+    rate = statistics.median(r[0] for r in measured[name])
+    cpu = statistics.median(r[1] for r in measured[name])
+    lines.append('| %s | %d | %.0f | %.0f | %.3f | %.2f | %s |' % (
+        name, num_ps + num_workers, rate, rate / num_workers, rate / alone,
+        cpu, ', '.join('%.0f' % r[0] for r in measured[name])))
   lines += [
       '',
       'LeNet on digits, batch %d per worker step, SGD, async; %d global '
       'steps per run, timed after step %d; median of %d round(s). Every '
       'process: TF_NUM_INTRAOP_THREADS=%d, TF_NUM_INTEROP_THREADS=%d, 1 '
-      'reader, 1 preprocessing thread. %s, %d cores, Python %s.' % (
+      'reader, 1 preprocessing thread.' % (
           args.batch_size, args.steps, args.warmup_steps, args.rounds,
-          args.intra_op_threads, args.inter_op_threads, platform.machine(),
-          os.cpu_count(), platform.python_version()),
+          args.intra_op_threads, args.inter_op_threads),
   ]
   return lines
 
 
 def main(argv=None):
+  """Measures, prints the table and writes the result file; returns its
+  path."""
   args = parse_args(argv)
   dataset_dir, made_dir = args.dataset_dir, None
   if dataset_dir is None:
@@ -254,15 +265,21 @@ def main(argv=None):
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         timeout=300)
   try:
-    results = measure(args, dataset_dir)
+    with OtherLoad() as load:
+      measured = measure(args, dataset_dir)
   finally:
     if made_dir:
       shutil.rmtree(made_dir, ignore_errors=True)
-  text = '\n'.join(table(args, results)) + '\n'
-  print('\n' + text)
-  if args.output:
-    with open(args.output, 'w') as f:
-      f.write(text)
+  lines = table(args, measured) + ['', disturbance_note(load)]
+  print('\n' + '\n'.join(lines))
+  argv = sys.argv[1:] if argv is None else argv
+  path = results.write_result(
+      'cluster_throughput', 'What going through a ps costs', lines,
+      command=' '.join(['.venv/bin/python benchmarks/cluster_throughput.py']
+                       + list(argv)),
+      directory=args.results_dir)
+  print('written to %s' % path)
+  return path
 
 
 if __name__ == '__main__':

@@ -2,7 +2,10 @@
 
 The load average counts the benchmark itself, so it cannot tell a quiet
 machine from a busy one. This reads /proc instead: the cores' busy time
-minus this process's own CPU time.
+minus the CPU time of this process and of the child processes it has
+waited for (a benchmark that runs its work in subprocesses must therefore
+wait for them before the `with` block ends, which subprocess.run and
+Popen.wait do).
 
   with OtherLoad() as load:
     run_benchmark()
@@ -18,7 +21,8 @@ DISTURBED_FRACTION = 0.1
 
 class OtherLoad:
   """Context manager; afterwards `fraction` is the share (0.0 to 1.0) of the
-  cores' time that processes other than this one used, or None without /proc.
+  cores' time that processes other than this one and its waited-for
+  children used, or None without /proc.
   """
 
   def __init__(self):
@@ -27,16 +31,17 @@ class OtherLoad:
 
   @staticmethod
   def _read_ticks():
-    """(busy ticks of all cores, busy ticks of this process)."""
+    """(busy ticks of all cores, busy ticks of this process and of its
+    waited-for children)."""
     with open('/proc/stat') as stat:
       fields = [int(x) for x in stat.readline().split()[1:]]
     idle, iowait = fields[3], fields[4]
     with open('/proc/self/stat') as own:
-      # Fields after the ')' closing the command name; utime and stime are
-      # the 14th and 15th fields of the whole line.
+      # Fields after the ')' closing the command name; utime, stime,
+      # cutime and cstime are the 14th to 17th fields of the whole line.
       own_fields = own.read().rsplit(')', 1)[1].split()
-    return sum(fields[:8]) - idle - iowait, int(own_fields[11]) + int(
-        own_fields[12])
+    return sum(fields[:8]) - idle - iowait, sum(
+        int(tick) for tick in own_fields[11:15])
 
   def __enter__(self):
     try:

@@ -50,20 +50,26 @@ def machine_context():
   ]
 
 
-def write_result(name, title, lines, command=None):
-  """Writes benchmarks/results/<name>.md; returns its path.
+def write_result(name, title, lines, command=None, directory=None):
+  """Writes <directory>/<name>.md (benchmarks/results/ by default).
 
   Args:
     name: file name without extension, e.g. 'clone_overhead'.
     title: the heading of the file.
     lines: the Markdown body (tables, notes), one string per line.
     command: how to reproduce it; default: this process's command line.
+    directory: where to write instead of benchmarks/results/ (tests use a
+      temporary folder).
+
+  Returns:
+    The path of the file written.
   """
-  os.makedirs(RESULTS_DIR, exist_ok=True)
+  directory = directory or RESULTS_DIR
+  os.makedirs(directory, exist_ok=True)
   command = command or ' '.join(['python'] + sys.argv)
   text = ['# %s' % title, '', 'Command: `%s`' % command, '',
           '## Machine', ''] + machine_context() + [''] + list(lines)
-  path = os.path.join(RESULTS_DIR, name + '.md')
+  path = os.path.join(directory, name + '.md')
   with open(path, 'w') as f:
     f.write('\n'.join(text).rstrip('\n') + '\n')
   return path
