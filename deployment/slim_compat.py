@@ -8,6 +8,13 @@ each missing name back, pointing at the object that replaced it, and only
 where the name is missing, so it is a no-op on a TensorFlow that still has
 them.
 
+It also makes tf-slim's own loops (`slim.learning.train`,
+`slim.evaluation.*`, `slim.queues`, `prefetch_queue`, the
+`DatasetDataProvider` readers) run under TF 2.x's per-thread eager default
+without `tf.compat.v1.disable_eager_execution()`: the threads they start
+enter the graph they serve (`deployment.slim_loops`, the one process-wide
+change, described there; `slim_loops.uninstall()` undoes it).
+
 It also imports TensorFlow through `deployment.quiet`, which keeps the lines
 of TensorFlow, tf-keras and tf-slim that no user can act on (CUDA stub,
 deprecations inside the libraries, session chatter) off stderr;
@@ -37,6 +44,7 @@ from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import variable_scope
+from deployment import slim_loops
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 # (module that tf-slim reads the name from, name, "module:attribute" that
@@ -117,7 +125,9 @@ def identity_equality():
 
 
 RESTORED = install_aliases()
+# The Supervisor and queue-runner threads of slim's loops run in graph mode.
+LOOP_THREADS = slim_loops.install()
 
 import tf_slim as slim  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-__all__ = ['slim', 'tf', 'RESTORED', 'identity_equality']
+__all__ = ['slim', 'tf', 'RESTORED', 'LOOP_THREADS', 'identity_equality']

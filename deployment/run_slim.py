@@ -1,0 +1,187 @@
+"""Runs an existing TF-Slim program on TensorFlow 2.21 without editing it.
+
+    python -m deployment.run_slim path/to/train_image_classifier.py --flags...
+
+does what `python path/to/train_image_classifier.py --flags...` did on
+TensorFlow 1.x. Before the script's first line it installs
+
+  - `deployment.slim_compat`: the TensorFlow internals tf-slim 1.1.0 still
+    uses, and `deployment.slim_loops`, which lets `slim.learning.train`
+    run its Supervisor threads with eager execution left on;
+  - `deployment.contrib_stubs`: `import tensorflow.contrib...` works;
+    `tensorflow.contrib.slim` is tf_slim, the tf-slim parts of `framework`,
+    `training`, `layers`, `metrics` and `losses` are tf-slim's, and a call
+    of anything TF 2.x removed (`quantize.create_training_graph`, ...)
+    raises `RemovedInTF2Error` naming the call and its replacement;
+
+then runs the script as `__main__`, with `sys.argv` = [script, flags...],
+the script's folder first on `sys.path` and this project's root after it
+(so `from deployment import model_deploy`, `from nets import
+nets_factory`, ... find this project's modules).
+
+A script that builds its graph in TensorFlow's global default graph, not
+under `with tf.Graph().as_default()`, needs graph mode for the whole
+process, as TF 1.x had it:
+
+    python -m deployment.run_slim --disable_eager_execution SCRIPT.py ...
+
+calls `tf.compat.v1.disable_eager_execution()` before the script.
+
+Exit status: the script's own. When the script cannot run, or calls
+something TF 2.x removed, one line `error: ...` on stderr and status 2
+(no such file, syntax error, bad option) or 1 (removed call). Any other
+exception prints the script's traceback, without this runner's frames,
+and exits 1.
+"""
+
+import os
+import sys
+import traceback
+import types
+
+USAGE = ('usage: python -m deployment.run_slim [--disable_eager_execution] '
+         'SCRIPT.py [SCRIPT FLAGS...]')
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXIT_CANNOT_RUN = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # What a shell reports for a Ctrl-C.
+
+
+class ScriptError(Exception):
+  """The script cannot be run; the message is the line to print."""
+
+
+def compile_script(path):
+  """Reads and compiles the script, before any TensorFlow import.
+
+  Returns:
+    The code object.
+
+  Raises:
+    ScriptError: no such file, not a file, unreadable, or a syntax error.
+  """
+  if not os.path.exists(path):
+    raise ScriptError('no such script: %s' % path)
+  if not os.path.isfile(path):
+    raise ScriptError('%s is not a Python file' % path)
+  try:
+    with open(path, 'rb') as script:
+      source = script.read()
+  except OSError as error:
+    raise ScriptError('cannot read %s: %s' % (path, error.strerror))
+  try:
+    return compile(source, path, 'exec', dont_inherit=True)
+  except SyntaxError as error:  # IndentationError and TabError too.
+    where = '%s:%d' % (path, error.lineno) if error.lineno else path
+    raise ScriptError('%s: %s: %s' % (where, type(error).__name__, error.msg))
+  except ValueError as error:  # A null byte, on Pythons before 3.11.4.
+    raise ScriptError('%s: %s' % (path, error))
+
+
+def install(disable_eager_execution=False):
+  """Installs the compat layer and the tensorflow.contrib stubs.
+
+  Args:
+    disable_eager_execution: also switch the whole process to graph mode.
+
+  Returns:
+    The contrib_stubs module (its `RemovedInTF2Error` is what removed
+    calls raise).
+  """
+  # pylint: disable=g-import-not-at-top
+  from deployment import contrib_stubs
+  from deployment.slim_compat import tf
+  contrib_stubs.install()
+  if disable_eager_execution:
+    tf.disable_eager_execution()
+  return contrib_stubs
+
+
+def _script_sys_path(path):
+  folder = os.path.dirname(os.path.abspath(path))
+  rest = [entry for entry in sys.path[1:]
+          if entry not in (folder, PROJECT_ROOT)]
+  return [folder] + ([PROJECT_ROOT] if PROJECT_ROOT != folder else []) + rest
+
+
+def _script_frames(tb, path):
+  """The traceback from the script's first frame on (None if it has none)."""
+  real_path = os.path.realpath(path)
+  while tb is not None:
+    if os.path.realpath(tb.tb_frame.f_code.co_filename) == real_path:
+      return tb
+    tb = tb.tb_next
+  return None
+
+
+def _call_site(tb):
+  """'file:line' of the innermost frame outside this package and importlib."""
+  package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+  site = None
+  for frame in traceback.extract_tb(tb):
+    if (os.path.abspath(frame.filename).startswith(package)
+        or frame.filename.startswith('<frozen ')):
+      continue
+    site = '%s:%d' % (frame.filename, frame.lineno)
+  return site
+
+
+def run(path, args, disable_eager_execution=False):
+  """Runs the script as __main__ with sys.argv = [path] + args.
+
+  Returns:
+    The exit status for this process (0 when the script returns).
+  """
+  try:
+    code = compile_script(path)
+  except ScriptError as error:
+    print('error: %s' % error, file=sys.stderr)
+    return EXIT_CANNOT_RUN
+  contrib_stubs = install(disable_eager_execution)
+  main_module = types.ModuleType('__main__')
+  main_module.__file__ = path
+  main_module.__builtins__ = __builtins__
+  saved_main = sys.modules.get('__main__')
+  sys.modules['__main__'] = main_module
+  sys.argv = [path] + list(args)
+  sys.path[:] = _script_sys_path(path)
+  try:
+    exec(code, main_module.__dict__)  # pylint: disable=exec-used
+  except contrib_stubs.RemovedInTF2Error as error:
+    site = _call_site(error.__traceback__)
+    print('error: %s%s' % ('%s: ' % site if site else '', error),
+          file=sys.stderr)
+    return EXIT_FAILED
+  except (Exception, KeyboardInterrupt) as error:  # pylint: disable=broad-except
+    sys.stderr.flush()
+    traceback.print_exception(type(error), error,
+                              _script_frames(error.__traceback__, path))
+    return EXIT_INTERRUPTED if isinstance(error, KeyboardInterrupt) else (
+        EXIT_FAILED)
+  finally:
+    if saved_main is not None:
+      sys.modules['__main__'] = saved_main
+  return 0
+
+
+def main(argv=None):
+  """Reads the runner's options and runs the script; returns exit status."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  disable_eager_execution = False
+  while argv and argv[0].startswith('-'):
+    option = argv.pop(0)
+    if option in ('-h', '--help'):
+      print(USAGE)
+      return 0
+    if option != '--disable_eager_execution':
+      print('error: unknown option %s; %s' % (option, USAGE), file=sys.stderr)
+      return EXIT_CANNOT_RUN
+    disable_eager_execution = True
+  if not argv:
+    print('error: no script given; %s' % USAGE, file=sys.stderr)
+    return EXIT_CANNOT_RUN
+  return run(argv[0], argv[1:], disable_eager_execution)
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,198 @@
+"""deployment.contrib_stubs: `import tensorflow.contrib...` on TF 2.21."""
+
+import importlib
+import sys
+
+import pytest
+
+from deployment import contrib_stubs
+from deployment.slim_compat import slim, tf
+
+# Importing the module installed the stubs; each test installs its own, so
+# that no other test module sees them.
+contrib_stubs.uninstall()
+
+
+@pytest.fixture(autouse=True)
+def stubs():
+  """Installed for each test, removed after: other tests never see them."""
+  contrib_stubs.install()
+  yield
+  contrib_stubs.uninstall()
+
+
+def test_contrib_slim_is_tf_slim():
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.contrib import slim as contrib_slim
+  import tensorflow.contrib.slim as imported_slim
+  import tensorflow
+  assert contrib_slim is slim
+  assert imported_slim is slim
+  assert tensorflow.contrib.slim is slim
+
+
+@pytest.mark.parametrize('contrib_name, tf_slim_name', [
+    ('tensorflow.contrib.slim.nets', 'tf_slim.nets'),
+    ('tensorflow.contrib.slim.nets.resnet_v1', 'tf_slim.nets.resnet_v1'),
+    ('tensorflow.contrib.slim.python.slim.learning', 'tf_slim.learning'),
+    ('tensorflow.contrib.slim.python.slim.data.tfexample_decoder',
+     'tf_slim.data.tfexample_decoder'),
+    ('tensorflow.contrib.framework.python.ops.arg_scope',
+     'tf_slim.ops.arg_scope'),
+    ('tensorflow.contrib.layers.python.layers.layers',
+     'tf_slim.layers.layers'),
+    ('tensorflow.contrib.training.python.training.evaluation',
+     'tf_slim.training.evaluation'),
+    ('tensorflow.contrib.losses.metric_learning',
+     'tf_slim.losses.metric_learning'),
+])
+def test_contrib_modules_tf_slim_took_over_are_tf_slims(contrib_name,
+                                                       tf_slim_name):
+  assert (importlib.import_module(contrib_name)
+          is importlib.import_module(tf_slim_name))
+
+
+def test_from_import_of_a_submodule_gets_the_tf_slim_module():
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.contrib.framework.python.ops import variables
+  from tensorflow.contrib.slim.nets import vgg
+  assert variables is sys.modules['tf_slim.ops.variables']
+  assert vgg is sys.modules['tf_slim.nets.vgg']
+
+
+@pytest.mark.parametrize('module, name, expected', [
+    ('framework', 'arg_scope', lambda: slim.arg_scope),
+    ('framework', 'add_arg_scope', lambda: slim.add_arg_scope),
+    ('framework', 'get_or_create_global_step',
+     lambda: slim.get_or_create_global_step),
+    ('framework', 'assign_from_checkpoint_fn',
+     lambda: slim.assign_from_checkpoint_fn),
+    ('framework', 'get_variables_to_restore',
+     lambda: slim.get_variables_to_restore),
+    ('framework', 'sort', lambda: tf.sort),
+    ('framework', 'load_variable', lambda: tf.train.load_variable),
+    ('training', 'create_train_op', lambda: slim.training.create_train_op),
+    ('training', 'train', lambda: slim.training.train),
+    ('training', 'evaluate_once', lambda: slim.train_eval.evaluate_once),
+    ('training', 'checkpoints_iterator',
+     lambda: slim.train_eval.checkpoints_iterator),
+    ('layers', 'conv2d', lambda: slim.conv2d),
+    ('layers', 'xavier_initializer', lambda: slim.xavier_initializer),
+    ('layers', 'l2_regularizer', lambda: slim.l2_regularizer),
+    ('metrics', 'streaming_accuracy', lambda: slim.metrics.streaming_accuracy),
+    ('losses', 'softmax_cross_entropy',
+     lambda: slim.losses.softmax_cross_entropy),
+])
+def test_kept_names_are_the_tf_slim_or_core_objects(module, name, expected):
+  contrib_module = importlib.import_module('tensorflow.contrib.' + module)
+  assert getattr(contrib_module, name) is expected()
+
+
+def test_framework_nest_is_tensorflows_nest():
+  from tensorflow.contrib import framework  # pylint: disable=g-import-not-at-top
+  assert framework.nest.flatten({'a': 1, 'b': [2, 3]}) == [1, 2, 3]
+
+
+@pytest.mark.parametrize('target', sorted(contrib_stubs.REPLACEMENTS.values()))
+def test_every_replacement_exists_on_this_tensorflow(target):
+  module_name, attribute = target.split(':')
+  assert hasattr(importlib.import_module(module_name), attribute)
+
+
+@pytest.mark.parametrize('source', sorted(
+    {source for sources in contrib_stubs.SOURCES.values()
+     for source in sources} | {
+         target for target in contrib_stubs.ALIASES.values() if target}))
+def test_every_tf_slim_module_named_exists(source):
+  importlib.import_module(source)
+
+
+def test_quantize_imports_and_its_calls_name_the_replacement():
+  # The import line of upstream's train_image_classifier.py.
+  from tensorflow.contrib import quantize as contrib_quantize  # pylint: disable=g-import-not-at-top
+  with pytest.raises(contrib_stubs.RemovedInTF2Error) as raised:
+    contrib_quantize.create_training_graph(quant_delay=0)
+  assert str(raised.value) == (
+      'tensorflow.contrib.quantize.create_training_graph() was removed in '
+      'TF 2.x; use the TF Model Optimization Toolkit for quantization-aware '
+      'training (pip install tensorflow-model-optimization; '
+      'tfmot.quantization.keras.quantize_model, for Keras models)')
+
+
+@pytest.mark.parametrize('name, replacement', [
+    # From TensorFlow's own upgrade tables (tf_upgrade_v2).
+    ('util.constant_value', 'use tf.get_static_value'),
+    ('data.parallel_interleave', 'use tf.data.experimental.parallel_interleave'),
+    ('image.rotate', 'TensorFlow Addons had it as tfa.image.rotate'),
+    # The tables' tf.compat.v1.nn.rnn_cell.LSTMCell is gone with Keras 3.
+    ('rnn.LSTMCell', 'use tf.compat.v1.nn.rnn_cell, or tf.keras.layers'),
+    # From NAME_ADVICE and MODULE_ADVICE.
+    ('training.HParams', 'keep hyperparameters in a dict, a dataclass or '
+                         'absl flags'),
+    ('framework.with_shape', 'use tf_slim for arg scopes and variable '
+                             'helpers'),
+    ('quantize.experimental_create_eval_graph', 'TF Model Optimization'),
+    ('tpu.TPUEstimator', 'use tf.compat.v1.tpu or tf.distribute.'
+                         'TPUStrategy'),
+    ('no_such_module.anything', 'tensorflow.contrib was removed in TF 2.0'),
+])
+def test_a_removed_call_names_itself_and_what_replaces_it(name, replacement):
+  module_name, attribute = name.split('.')
+  module = importlib.import_module('tensorflow.contrib.' + module_name)
+  removed = getattr(module, attribute)
+  with pytest.raises(contrib_stubs.RemovedInTF2Error) as raised:
+    removed()
+  message = str(raised.value)
+  assert message.startswith('tensorflow.contrib.%s() was removed in TF 2.x; '
+                            % name)
+  assert replacement in message
+
+
+def test_subclassing_a_removed_class_raises():
+  from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
+  with pytest.raises(contrib_stubs.RemovedInTF2Error, match='RNNCell'):
+    class MyCell(rnn.RNNCell):  # pylint: disable=unused-variable
+      pass
+
+
+def test_from_import_of_a_removed_name_works_until_called():
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.contrib.training import HParams
+  from tensorflow.contrib.tfprof import model_analyzer
+  assert repr(HParams) == (
+      '<removed in TF 2.x: tensorflow.contrib.training.HParams>')
+  with pytest.raises(contrib_stubs.RemovedInTF2Error,
+                     match=r'tfprof\.model_analyzer\.print_model_analysis'):
+    model_analyzer.print_model_analysis(None)
+
+
+def test_dunder_lookups_stay_attribute_errors():
+  from tensorflow.contrib import quantize  # pylint: disable=g-import-not-at-top
+  assert not hasattr(quantize, '__wrapped__')
+  assert not hasattr(quantize.create_training_graph, '__wrapped__')
+
+
+def test_install_leaves_a_real_contrib_package_alone(monkeypatch):
+  contrib_stubs.uninstall()
+  real = object()
+  monkeypatch.setattr(contrib_stubs.importlib.util, 'find_spec',
+                      lambda name: real)
+  monkeypatch.setitem(sys.modules, 'tensorflow.contrib', real)
+  assert contrib_stubs.install() is real
+  assert not contrib_stubs.installed()
+
+
+def test_install_twice_adds_one_finder():
+  contrib_stubs.install()
+  assert sys.meta_path.count(contrib_stubs._FINDER) == 1  # pylint: disable=protected-access
+
+
+def test_uninstall_makes_contrib_unimportable_again():
+  import tensorflow  # pylint: disable=g-import-not-at-top
+  importlib.import_module('tensorflow.contrib.quantize')
+  contrib_stubs.uninstall()
+  assert not contrib_stubs.installed()
+  assert not any(name.startswith('tensorflow.contrib') for name in sys.modules)
+  assert not hasattr(tensorflow, 'contrib')
+  with pytest.raises(ImportError):
+    importlib.import_module('tensorflow.contrib.quantize')

@@ -1,0 +1,232 @@
+"""python -m deployment.run_slim SCRIPT: an existing Slim program, unchanged."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from deployment import run_slim
+from tests.script_runner import REPO, script_env
+
+
+def _run_slim(*args, cwd=REPO, timeout=180):
+  return subprocess.run(
+      [sys.executable, '-m', 'deployment.run_slim'] + [str(a) for a in args],
+      cwd=cwd, env=script_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+
+
+def _script(tmp_path, source, name='program.py'):
+  path = tmp_path / name
+  path.write_text(textwrap.dedent(source))
+  return path
+
+
+# Bad input: one line, no traceback from the runner.
+
+
+def test_a_missing_script_is_one_line_and_status_2(tmp_path):
+  missing = tmp_path / 'train_image_classifier.py'
+  result = _run_slim(missing, '--batch_size=32')
+  assert result.returncode == 2
+  assert result.stderr == 'error: no such script: %s\n' % missing
+  assert result.stdout == ''
+
+
+def test_a_syntax_error_is_one_line_naming_file_and_line(tmp_path):
+  path = _script(tmp_path, '''\
+      import tensorflow.compat.v1 as tf
+      def main(:
+        pass
+      ''')
+  result = _run_slim(path)
+  assert result.returncode == 2
+  assert result.stderr.startswith('error: %s:2: SyntaxError: ' % path)
+  assert result.stderr.count('\n') == 1
+  assert 'Traceback' not in result.stderr
+
+
+def test_a_directory_is_refused(tmp_path):
+  result = _run_slim(tmp_path)
+  assert result.returncode == 2
+  assert result.stderr == 'error: %s is not a Python file\n' % tmp_path
+
+
+def test_no_script_prints_the_usage():
+  result = _run_slim()
+  assert result.returncode == 2
+  assert result.stderr == 'error: no script given; %s\n' % run_slim.USAGE
+
+
+def test_an_unknown_runner_option_is_one_line(tmp_path):
+  result = _run_slim('--eager=off', tmp_path / 'train.py')
+  assert result.returncode == 2
+  assert result.stderr == 'error: unknown option --eager=off; %s\n' % (
+      run_slim.USAGE)
+
+
+def test_help_prints_the_usage():
+  result = _run_slim('--help')
+  assert (result.returncode, result.stdout) == (0, run_slim.USAGE + '\n')
+
+
+def test_a_removed_contrib_call_is_one_line_with_the_call_site(tmp_path):
+  path = _script(tmp_path, '''\
+      import tensorflow.compat.v1 as tf
+      from tensorflow.contrib import quantize as contrib_quantize
+
+      def main(_):
+        with tf.Graph().as_default():
+          contrib_quantize.create_training_graph(quant_delay=0)
+
+      if __name__ == '__main__':
+        tf.app.run()
+      ''')
+  result = _run_slim(path)
+  assert result.returncode == 1
+  lines = result.stderr.splitlines()
+  assert lines == [
+      'error: %s:6: tensorflow.contrib.quantize.create_training_graph() was '
+      'removed in TF 2.x; use the TF Model Optimization Toolkit for '
+      'quantization-aware training (pip install tensorflow-model-optimization;'
+      ' tfmot.quantization.keras.quantize_model, for Keras models)' % path]
+
+
+def test_another_exception_shows_only_the_scripts_frames(tmp_path):
+  path = _script(tmp_path, '''\
+      def load(name):
+        raise KeyError(name)
+
+      load('flowers')
+      ''')
+  result = _run_slim(path)
+  assert result.returncode == 1
+  assert result.stderr.splitlines() == [
+      'Traceback (most recent call last):',
+      '  File "%s", line 4, in <module>' % path,
+      "    load('flowers')",
+      '  File "%s", line 2, in load' % path,
+      '    raise KeyError(name)',
+      "KeyError: 'flowers'",
+  ]
+
+
+# Running as `python SCRIPT args` would.
+
+
+def test_the_script_runs_as_main_with_its_args_and_folder(tmp_path):
+  (tmp_path / 'helper_module.py').write_text('VALUE = 42\n')
+  path = _script(tmp_path, '''\
+      import sys
+      import helper_module            # from the script's folder
+      from deployment import model_deploy  # from this project
+      print(__name__, __file__, sys.argv[1:], helper_module.VALUE)
+      ''')
+  result = _run_slim(path, '--train_dir=/tmp/x', 'positional', cwd=tmp_path)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout == "__main__ %s ['--train_dir=/tmp/x', 'positional'] 42\n" % path
+
+
+def test_the_scripts_exit_status_is_the_runners(tmp_path):
+  path = _script(tmp_path, 'import sys\nsys.exit(7)\n')
+  assert _run_slim(path).returncode == 7
+
+
+def test_the_script_gets_the_compat_layer_and_the_contrib_stubs(tmp_path):
+  path = _script(tmp_path, '''\
+      import tensorflow.compat.v1 as tf
+      import tf_slim as slim
+      from tensorflow.contrib import framework as contrib_framework
+      from tensorflow.contrib import slim as contrib_slim
+      from tensorflow.contrib import training as contrib_training
+      from deployment import slim_loops
+      assert contrib_slim is slim
+      assert contrib_framework.arg_scope is slim.arg_scope
+      assert contrib_training.create_train_op is slim.training.create_train_op
+      assert slim_loops.installed()
+      assert tf.executing_eagerly()   # Nothing switched eager execution off.
+      print('ok')
+      ''')
+  result = _run_slim(path)
+  assert (result.returncode, result.stdout) == (0, 'ok\n'), result.stderr
+
+
+def test_an_upstream_style_training_loop_runs_unchanged(tmp_path):
+  # The shape of a TF1 Slim program: contrib imports, tf.app.run, a graph
+  # built in main, slim.learning.train with the Supervisor's threads.
+  path = _script(tmp_path, '''\
+      import numpy as np
+      import tensorflow.compat.v1 as tf
+      from tensorflow.contrib import quantize as contrib_quantize
+      from tensorflow.contrib import slim
+
+      tf.app.flags.DEFINE_string('train_dir', None, 'Where to write.')
+      tf.app.flags.DEFINE_integer('quantize_delay', -1, 'Unused here.')
+      FLAGS = tf.app.flags.FLAGS
+
+      def main(_):
+        with tf.Graph().as_default():
+          x = tf.constant(np.eye(4, dtype=np.float32))
+          logits = slim.fully_connected(x, 4, activation_fn=None)
+          tf.losses.softmax_cross_entropy(tf.eye(4), logits)
+          total_loss = tf.losses.get_total_loss()
+          tf.summary.scalar('total_loss', total_loss)
+          if FLAGS.quantize_delay >= 0:
+            contrib_quantize.create_training_graph(
+                quant_delay=FLAGS.quantize_delay)
+          train_op = slim.learning.create_train_op(
+              total_loss, tf.train.GradientDescentOptimizer(1.0))
+          loss = slim.learning.train(
+              train_op, FLAGS.train_dir, number_of_steps=50,
+              save_summaries_secs=1, save_interval_secs=1)
+          print('final loss %.3f' % loss)
+
+      if __name__ == '__main__':
+        tf.app.run()
+      ''')
+  result = _run_slim(path, '--train_dir=%s' % (tmp_path / 'train'))
+  assert result.returncode == 0, result.stderr
+  loss = float(result.stdout.split('final loss ')[1])
+  assert loss < 0.1
+  assert os.path.exists(tmp_path / 'train' / 'model.ckpt-50.index')
+
+
+def test_disable_eager_execution_runs_a_global_graph_script(tmp_path):
+  # A TF 1.x script with no `with tf.Graph().as_default()`: it builds in the
+  # global default graph, which needs graph mode for the whole process.
+  path = _script(tmp_path, '''\
+      import sys
+      import tensorflow.compat.v1 as tf
+      import tf_slim as slim
+      weights = tf.Variable(1.0)
+      loss = tf.square(weights)
+      train_op = slim.learning.create_train_op(
+          loss, tf.train.GradientDescentOptimizer(0.25))
+      slim.learning.train(train_op, sys.argv[1], number_of_steps=4,
+                          save_summaries_secs=1, save_interval_secs=1)
+      print(tf.executing_eagerly(), tf.train.load_variable(sys.argv[1],
+                                                           'Variable'))
+      ''')
+  result = _run_slim('--disable_eager_execution', path, tmp_path / 'train')
+  assert result.returncode == 0, result.stderr
+  # w <- w - 0.25 * 2w = w / 2, four times.
+  assert result.stdout == 'False 0.0625\n'
+
+
+# Unit level.
+
+
+@pytest.mark.parametrize('source, expected', [
+    ('x = (1,\n', ':1: SyntaxError: '),
+    ('if True:\npass\n', ':2: IndentationError: '),
+    ('x = 1\0\n', ': '),  # SyntaxError or ValueError, by Python version
+])
+def test_compile_script_reports_the_file_and_line(tmp_path, source, expected):
+  path = tmp_path / 'bad.py'
+  path.write_text(source)
+  with pytest.raises(run_slim.ScriptError) as raised:
+    run_slim.compile_script(str(path))
+  assert str(raised.value).startswith(str(path) + expected)
+  assert 'None' not in str(raised.value)

@@ -1,0 +1,96 @@
+"""An upstream-style Slim program trains digits to >= 95% on TF 2.21.
+
+tests/upstream_style_train.py and upstream_style_eval.py are written as
+programs built on upstream Slim are: DatasetDataProvider, tf.train.batch,
+prefetch_queue, model_deploy clones, slim.learning.train,
+slim.evaluation.evaluate_once. They run unchanged, through
+`python -m deployment.run_slim` and by a plain import.
+"""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from deployment import slim_loops
+from deployment.slim_compat import tf
+from tests.script_runner import REPO, script_env
+
+TRAIN_FLAGS = [
+    '--dataset_name=digits', '--model_name=lenet', '--num_clones=2',
+    '--clone_on_cpu', '--batch_size=32', '--optimizer=adam',
+    '--learning_rate=0.001', '--max_number_of_steps=300',
+    '--log_every_n_steps=100', '--save_summaries_secs=20',
+    '--save_interval_secs=60', '--shuffle_seed=1',
+]
+# 9 batches of 40: each of the 360 test digits once.
+EVAL_FLAGS = ['--dataset_name=digits', '--dataset_split_name=test',
+              '--model_name=lenet', '--batch_size=40']
+MIN_ACCURACY = 0.95
+
+
+def _python(*args, timeout=900):
+  result = subprocess.run(
+      [sys.executable] + list(args), cwd=REPO, env=script_env(),
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=timeout, check=False)
+  assert result.returncode == 0, result.stdout[-3000:]
+  return result.stdout
+
+
+def _accuracy(eval_output):
+  assert 'evaluated 360 examples' in eval_output
+  accuracy = float(re.search(r'^eval/Accuracy = ([\d.]+)$', eval_output,
+                             re.M).group(1))
+  print('test accuracy: %.4f' % accuracy)  # Shown by pytest -rP.
+  return accuracy
+
+
+@pytest.mark.slow
+def test_train_and_evaluate_through_run_slim(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  output = _python('-m', 'deployment.run_slim', 'tests/upstream_style_train.py',
+                   '--dataset_dir=' + digits_dir, '--train_dir=' + train_dir,
+                   *TRAIN_FLAGS)
+  assert 'Recording summary at step' in output        # Supervisor threads
+  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-300')
+  output = _python('-m', 'deployment.run_slim', 'tests/upstream_style_eval.py',
+                   '--dataset_dir=' + digits_dir,
+                   '--checkpoint_path=' + train_dir,
+                   '--eval_dir=' + str(tmp_path / 'eval'), *EVAL_FLAGS)
+  assert _accuracy(output) >= MIN_ACCURACY
+
+
+@pytest.fixture
+def absl_flags():
+  """Parses argv into absl's FLAGS for the test; unparses them after."""
+  flags = tf.app.flags.FLAGS
+  verbosity = tf.logging.get_verbosity()
+
+  def parse(argv):
+    flags(['upstream_style_train'] + argv)
+    return flags
+
+  yield parse
+  flags.unparse_flags()
+  tf.logging.set_verbosity(verbosity)
+
+
+@pytest.mark.slow
+def test_train_by_plain_import_then_evaluate_by_plain_python(
+    digits_dir, tmp_path, absl_flags):
+  from tests import upstream_style_train  # pylint: disable=g-import-not-at-top
+  train_dir = str(tmp_path / 'train')
+  absl_flags(['--dataset_dir=' + digits_dir, '--train_dir=' + train_dir]
+             + TRAIN_FLAGS)
+  upstream_style_train.main(None)
+  assert slim_loops.installed()
+  # This process is still eager: nothing switched it off for good.
+  assert tf.executing_eagerly()
+  assert float(tf.reduce_sum(tf.ones([3]))) == 3.0
+  output = _python('tests/upstream_style_eval.py',
+                   '--dataset_dir=' + digits_dir,
+                   '--checkpoint_path=' + train_dir,
+                   '--eval_dir=' + str(tmp_path / 'eval'), *EVAL_FLAGS)
+  assert _accuracy(output) >= MIN_ACCURACY
