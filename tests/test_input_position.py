@@ -1,5 +1,6 @@
 """A resumed run consumes exactly the batches an uninterrupted one would."""
 
+import logging
 import os
 import signal
 
@@ -97,11 +98,15 @@ def test_another_batch_size_restarts_the_data_order_and_says_so(
   warnings = []
   logger = tf.get_logger()
   handler = _ListHandler(warnings)
+  # Earlier tests may leave the logger above WARNING.
+  level = logger.level
+  logger.setLevel(logging.INFO)
   logger.addHandler(handler)
   try:
     labels = _train(digits_dir, train_dir, 4, '--batch_size=8')
   finally:
     logger.removeHandler(handler)
+    logger.setLevel(level)
   assert len(labels) == 2 and len(labels[0]) == 8
   assert any(w.startswith('input position not restored: %s/model.ckpt-2 was '
                           'saved reading dataset=digits/train batch_size=16'
