@@ -247,17 +247,19 @@ def queue_variants(train_flags, train_dir):
 def measure(args, train_flags):
   """Runs the variants; returns (variants, accounting)."""
   train_dir = tempfile.mkdtemp(prefix='step_profile_')
-  script, accounting, script_graph, script_session = script_variants(
-      train_flags, os.path.join(train_dir, 'script'))
-  queues, close_queues = queue_variants(
-      train_flags, os.path.join(train_dir, 'queues'))
-  variants = script + queues
-  with script_graph.as_default(), script_session:
-    try:
-      _run_rounds(args, variants, accounting)
-    finally:
-      close_queues()
-  shutil.rmtree(train_dir, ignore_errors=True)
+  try:
+    script, accounting, script_graph, script_session = script_variants(
+        train_flags, os.path.join(train_dir, 'script'))
+    queues, close_queues = queue_variants(
+        train_flags, os.path.join(train_dir, 'queues'))
+    variants = script + queues
+    with script_graph.as_default(), script_session:
+      try:
+        _run_rounds(args, variants, accounting)
+      finally:
+        close_queues()
+  finally:
+    shutil.rmtree(train_dir, ignore_errors=True)
   return variants, accounting
 
 
