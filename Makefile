@@ -59,8 +59,8 @@ tensorboard: $(STAMP)
 	    --logdir $(RUN_DIR) --host 127.0.0.1 --load_fast=false
 
 # tf-slim 1.1.0's own test suite (the 35 *_test.py files of its wheel), each
-# file run through `python -m deployment.run_slim`, at low priority. About
-# 40 min on 2 busy cores, so not part of `make test`. Writes the result, with
+# file run through `python -m deployment.run_slim`, at low priority. 25-35
+# min on 2 busy cores, so not part of `make test`. Writes the result, with
 # the reason of every remaining failure, to docs/tf_slim_test_suite.md and
 # exits non-zero on a failure no known cause explains.
 .PHONY: tf-slim-suite

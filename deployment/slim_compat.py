@@ -8,12 +8,14 @@ each missing name back, pointing at the object that replaced it, and only
 where the name is missing, so it is a no-op on a TensorFlow that still has
 them.
 
-It also makes tf-slim's own loops (`slim.learning.train`,
-`slim.evaluation.*`, `slim.queues`, `prefetch_queue`, the
-`DatasetDataProvider` readers) run under TF 2.x's per-thread eager default
-without `tf.compat.v1.disable_eager_execution()`: the threads they start
-enter the graph they serve (`deployment.slim_loops`, the one process-wide
-change, described there; `slim_loops.uninstall()` undoes it).
+Two more mends, each in a module of its own that says what it changes in
+the process and has an `uninstall()`:
+
+  - `deployment.slim_loops`: `slim.learning.train` (its Supervisor threads,
+    `sync_optimizer`, `graph=`) runs with eager execution left on; no
+    `tf.compat.v1.disable_eager_execution()` is needed or done;
+  - `deployment.slim_numpy2`: `slim.assign_from_checkpoint` of partitioned
+    variables, the one tf-slim call written for NumPy 1.x.
 
 It also imports TensorFlow through `deployment.quiet`, which keeps the lines
 of TensorFlow, tf-keras and tf-slim that no user can act on (CUDA stub,
@@ -45,6 +47,7 @@ from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import variable_scope
 from deployment import slim_loops
+from deployment import slim_numpy2
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 # (module that tf-slim reads the name from, name, "module:attribute" that
@@ -125,9 +128,13 @@ def identity_equality():
 
 
 RESTORED = install_aliases()
-# The Supervisor and queue-runner threads of slim's loops run in graph mode.
+# slim.learning.train with eager execution left on.
 LOOP_THREADS = slim_loops.install()
 
 import tf_slim as slim  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-__all__ = ['slim', 'tf', 'RESTORED', 'LOOP_THREADS', 'identity_equality']
+# assign_from_checkpoint of partitioned variables on NumPy 2.
+NUMPY2_FIXES = slim_numpy2.install()
+
+__all__ = ['slim', 'tf', 'RESTORED', 'LOOP_THREADS', 'NUMPY2_FIXES',
+           'identity_equality']

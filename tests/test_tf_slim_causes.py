@@ -81,3 +81,12 @@ def test_the_eager_copy_keeps_graph_mode_to_the_main_thread():
 def test_only_test_code_causes_have_fixes():
   for cause in CAUSES:
     assert bool(cause.fix) == (cause.group != 'tf-behaviour'), cause.title
+
+
+@pytest.mark.parametrize('test', [fix[0] for fix in tf_slim_causes.LIBRARY_FIXES])
+def test_every_library_fix_names_a_shipped_test(test):
+  file_name, method = test.split(':')
+  class_name, method_name = method.split('.')
+  source = _shipped_sources()[file_name]
+  assert 'class %s(' % class_name in source
+  assert 'def %s(' % method_name in source

@@ -101,6 +101,18 @@ KNOWN_CAUSES = (
 )
 
 
+# Library failures on TF 2.21 / NumPy 2 that deployment/ mends, each with a
+# test of the suite that shows it in the fixed pass (the shipped test code
+# fails earlier, for a cause above). The loops' failure shows in the eager
+# and no-fix passes instead.
+LIBRARY_FIXES = (
+    ('ops/variables_test:AssignFromCheckpointTest.testLoadPartitionedVariables',
+     'deployment.slim_numpy2',
+     '`assign_from_checkpoint` cuts partitions out of the checkpoint value '
+     'with a list of slices, an IndexError since NumPy 1.23'),
+)
+
+
 def cause_of(detail):
   """The first cause whose pattern is in a failure's text, or None."""
   return next((cause for cause in KNOWN_CAUSES
