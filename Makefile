@@ -21,7 +21,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 # Everything but the slow end-to-end runs.
 test-fast: $(STAMP)

@@ -91,6 +91,21 @@ def test_resume_from_a_checkpoint_continues_the_batch_sequence(
 
 
 @pytest.mark.slow
+def test_random_augmentation_saves_and_resumes_the_example_order(
+    digits_dir, tmp_path):
+  # Inception preprocessing crops and flips at random: its random ops keep
+  # state tf.data cannot save, which once failed the first checkpoint.
+  augmenting = ('--preprocessing_name=inception_v1', '--train_image_size=28')
+  whole = _train(digits_dir, str(tmp_path / 'whole'), STEPS, *augmenting)
+  train_dir = str(tmp_path / 'resumed')
+  before = _train(digits_dir, train_dir, 5, *augmenting)
+  assert _checkpoint_step(train_dir) == 5
+  after = _train(digits_dir, train_dir, STEPS, *augmenting)
+  assert before + after == whole
+  assert after != whole[:STEPS - 5]
+
+
+@pytest.mark.slow
 def test_another_batch_size_restarts_the_data_order_and_says_so(
     digits_dir, tmp_path, capsys):
   train_dir = str(tmp_path)

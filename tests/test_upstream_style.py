@@ -13,7 +13,6 @@ import sys
 
 import pytest
 
-from deployment import slim_loops
 from deployment.slim_compat import tf
 from tests.script_runner import REPO, script_env
 
@@ -62,33 +61,33 @@ def test_train_and_evaluate_through_run_slim(digits_dir, tmp_path):
   assert _accuracy(output) >= MIN_ACCURACY
 
 
-@pytest.fixture
-def absl_flags():
-  """Parses argv into absl's FLAGS for the test; unparses them after."""
-  flags = tf.app.flags.FLAGS
-  verbosity = tf.logging.get_verbosity()
-
-  def parse(argv):
-    flags(['upstream_style_train'] + argv)
-    return flags
-
-  yield parse
-  flags.unparse_flags()
-  tf.logging.set_verbosity(verbosity)
+# The program imported as a module by another Python program, which then
+# parses the flags and calls its main; run in a fresh interpreter, since
+# this test process may already hold the training script's flags.
+PLAIN_IMPORT = """
+import sys
+from absl import flags
+from deployment import slim_loops
+from deployment.slim_compat import tf
+from tests import upstream_style_train
+flags.FLAGS(['upstream_style_train'] + sys.argv[1:])
+upstream_style_train.main(None)
+assert slim_loops.installed()
+# This process is still eager: nothing switched it off for good.
+assert tf.executing_eagerly()
+assert float(tf.reduce_sum(tf.ones([3]))) == 3.0
+print('plain import: trained, still eager')
+"""
 
 
 @pytest.mark.slow
 def test_train_by_plain_import_then_evaluate_by_plain_python(
-    digits_dir, tmp_path, absl_flags):
-  from tests import upstream_style_train  # pylint: disable=g-import-not-at-top
+    digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  absl_flags(['--dataset_dir=' + digits_dir, '--train_dir=' + train_dir]
-             + TRAIN_FLAGS)
-  upstream_style_train.main(None)
-  assert slim_loops.installed()
-  # This process is still eager: nothing switched it off for good.
-  assert tf.executing_eagerly()
-  assert float(tf.reduce_sum(tf.ones([3]))) == 3.0
+  output = _python('-c', PLAIN_IMPORT, '--dataset_dir=' + digits_dir,
+                   '--train_dir=' + train_dir, *TRAIN_FLAGS)
+  assert 'plain import: trained, still eager' in output
+  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-300')
   output = _python('tests/upstream_style_eval.py',
                    '--dataset_dir=' + digits_dir,
                    '--checkpoint_path=' + train_dir,

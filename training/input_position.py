@@ -7,6 +7,11 @@ uninterrupted run would have: the epoch is neither restarted nor skipped.
 is a saveable object of the graph, so tf.train.Saver writes it into every
 checkpoint and restores it with the weights.
 
+Random augmentation (crops, flips, colour distortion) is not part of that
+state: its random ops keep their generator inside the op, out of tf.data's
+reach, so a resumed run reads the same images in the same order but draws
+their augmentation afresh from the op seeds.
+
 That state is only meaningful for the same input layout: the dataset and
 split, the batch size, this replica's shard of the files, the shuffle
 seed, the image size and preprocessing. The layout is saved beside it (the
@@ -53,8 +58,10 @@ class PositionedBatches:
     self._iterator = tf.data.make_one_shot_iterator(dataset)
     # Deprecated for TF2's tf.train.Checkpoint; this is tf.compat.v1.Saver.
     with deprecation.silence():
+      # 'ignore': the random ops' generators (external state) are left out
+      # of the position instead of failing the save; see the module doc.
       self.saveable = tf.data.experimental.make_saveable_from_iterator(
-          self._iterator)
+          self._iterator, external_state_policy='ignore')
     tf.add_to_collection(tf.GraphKeys.SAVEABLE_OBJECTS, self.saveable)
     self.layout = layout_text
     # Local: initialised to this run's layout whatever is restored; saved
