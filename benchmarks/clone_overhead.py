@@ -372,11 +372,9 @@ def main(argv=None):
     output += ['', '## deploy() build time, batch 1 per clone', '']
     output += build_table(times) + ['', disturbance_note(load)]
   print('\n' + '\n'.join(output))
-  argv = sys.argv[1:] if argv is None else argv
   path = results.write_result(
       'clone_overhead', 'Clone overhead', output,
-      command=' '.join(['.venv/bin/python benchmarks/clone_overhead.py']
-                       + list(argv)),
+      argv=argv,
       directory=args.results_dir)
   print('written to %s' % path)
   return path

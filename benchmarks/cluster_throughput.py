@@ -272,11 +272,9 @@ def main(argv=None):
       shutil.rmtree(made_dir, ignore_errors=True)
   lines = table(args, measured) + ['', disturbance_note(load)]
   print('\n' + '\n'.join(lines))
-  argv = sys.argv[1:] if argv is None else argv
   path = results.write_result(
       'cluster_throughput', 'What going through a ps costs', lines,
-      command=' '.join(['.venv/bin/python benchmarks/cluster_throughput.py']
-                       + list(argv)),
+      argv=argv,
       directory=args.results_dir)
   print('written to %s' % path)
   return path

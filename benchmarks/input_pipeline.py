@@ -337,11 +337,9 @@ def main(argv=None):
             + markdown_table(measurements)
             + ['', target_note(measurements), disturbance_note(load)])
   print('\n' + '\n'.join(output))
-  argv = sys.argv[1:] if argv is None else argv
   path = results.write_result(
       'input_pipeline', 'Input pipeline: CPU time per image', output,
-      command=' '.join(['.venv/bin/python benchmarks/input_pipeline.py']
-                       + list(argv)),
+      argv=argv,
       directory=args.results_dir)
   print('written to %s' % path)
   return path

@@ -193,11 +193,9 @@ def main(argv=None):
           args.rounds),
       disturbance_note(load)]
   print('\n' + '\n'.join(lines))
-  argv = sys.argv[1:] if argv is None else argv
   path = results.write_result(
       'make_run', 'make run, stage by stage', lines,
-      command=' '.join(['.venv/bin/python benchmarks/make_run.py']
-                       + list(argv)),
+      argv=argv,
       directory=args.results_dir)
   print('written to %s' % path)
   return path

@@ -38,7 +38,7 @@ def parse_args(argv=None):
   parser.add_argument('--rounds', type=int, default=5)
   parser.add_argument('--steps', type=int, default=10,
                       help='timed steps per precision per round')
-  parser.add_argument('--output_dir', default=None,
+  parser.add_argument('--results_dir', default=None,
                       help='where the result file goes (default: '
                       'benchmarks/results)')
   return parser.parse_args(argv)
@@ -88,7 +88,8 @@ def main(argv=None):
                    '', disturbance_note(load)]
   print('\n'.join(lines))
   path = results.write_result('precision', 'Mixed precision: step time on '
-                              'this CPU', lines, directory=args.output_dir)
+                              'this CPU', lines, argv=argv,
+                              directory=args.results_dir)
   print('wrote %s' % path)
 
 

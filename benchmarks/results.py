@@ -6,7 +6,7 @@ quoted in the README can be traced to the run that produced it:
   from results import machine_context, write_result   # next to the script
   lines = ['| clones | s/step |', '|---:|---:|', '| 1 | 0.1002 |']
   path = write_result('clone_overhead', 'Clone overhead', lines,
-                      command='benchmarks/clone_overhead.py --inter_op 0,1')
+                      argv=['--inter_op', '0,1'])
 """
 
 import datetime
@@ -50,14 +50,17 @@ def machine_context():
   ]
 
 
-def write_result(name, title, lines, command=None, directory=None):
+def write_result(name, title, lines, argv=None, command=None,
+                 directory=None):
   """Writes <directory>/<name>.md (benchmarks/results/ by default).
 
   Args:
-    name: file name without extension, e.g. 'clone_overhead'.
+    name: the benchmark, benchmarks/<name>.py; its result is <name>.md.
     title: the heading of the file.
     lines: the Markdown body (tables, notes), one string per line.
-    command: how to reproduce it; default: this process's command line.
+    argv: the benchmark's arguments (default: this process's), quoted in
+      the command that reproduces the result.
+    command: that command in full, when it is not `benchmarks/<name>.py`.
     directory: where to write instead of benchmarks/results/ (tests use a
       temporary folder).
 
@@ -66,7 +69,10 @@ def write_result(name, title, lines, command=None, directory=None):
   """
   directory = directory or RESULTS_DIR
   os.makedirs(directory, exist_ok=True)
-  command = command or ' '.join(['python'] + sys.argv)
+  if command is None:
+    argv = sys.argv[1:] if argv is None else argv
+    command = ' '.join(['.venv/bin/python benchmarks/%s.py' % name]
+                       + list(argv))
   text = ['# %s' % title, '', 'Command: `%s`' % command, '',
           '## Machine', ''] + machine_context() + [''] + list(lines)
   path = os.path.join(directory, name + '.md')

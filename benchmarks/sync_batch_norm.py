@@ -41,7 +41,7 @@ def parse_args(argv=None):
                       help='interleaved rounds over all configurations')
   parser.add_argument('--steps', type=int, default=10,
                       help='timed steps per configuration per round')
-  parser.add_argument('--output_dir', default=None,
+  parser.add_argument('--results_dir', default=None,
                       help='where the result file goes (default: '
                       'benchmarks/results)')
   return parser.parse_args(argv)
@@ -117,7 +117,7 @@ def main(argv=None):
   print('\n'.join(lines))
   path = results.write_result(
       'sync_batch_norm', 'Sync batch norm: step time against plain batch '
-      'norm', lines, directory=args.output_dir)
+      'norm', lines, argv=argv, directory=args.results_dir)
   print('wrote %s' % path)
 
 

@@ -352,12 +352,10 @@ def main(argv=None):
     if made_dir:
       shutil.rmtree(made_dir, ignore_errors=True)
   print('\n' + '\n'.join(lines))
-  argv = sys.argv[1:] if argv is None else argv
   path = results.write_result(
       'training_loop', 'Training loop: this script against upstream-style '
       'Slim', lines,
-      command=' '.join(['.venv/bin/python benchmarks/training_loop.py']
-                       + list(argv)),
+      argv=argv,
       directory=args.results_dir)
   print('written to %s' % path)
   return path

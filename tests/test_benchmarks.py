@@ -68,6 +68,13 @@ def test_write_result_writes_into_the_given_directory(tmp_path):
   assert lines[-3:] == ['| a |', '|---|', '| 1 |']
 
 
+def test_write_result_quotes_the_benchmark_and_its_arguments(tmp_path):
+  path = results.write_result('demo', 'Demo', ['x'], argv=['--steps', '5'],
+                              directory=str(tmp_path))
+  lines = assert_result_file(path, tmp_path, 'demo', 'Demo')
+  assert lines[2] == 'Command: `.venv/bin/python benchmarks/demo.py --steps 5`'
+
+
 # --- make_run.py -------------------------------------------------------------
 
 

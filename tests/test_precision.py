@@ -219,10 +219,12 @@ def test_benchmark_writes_its_table(tmp_path):
   sys.path.insert(0, benchmarks)
   try:
     importlib.import_module('precision').main(
-        ['--rounds', '1', '--steps', '1', '--output_dir', str(tmp_path)])
+        ['--rounds', '1', '--steps', '1', '--results_dir', str(tmp_path)])
   finally:
     sys.path.remove(benchmarks)
   text = (tmp_path / 'precision.md').read_text()
+  assert ('\nCommand: `.venv/bin/python benchmarks/precision.py --rounds 1 '
+          '--steps 1 --results_dir %s`\n' % tmp_path in text)
   rows = re.findall(r'^\| (\w+) \| [\d.]+ \| \d+ \| ([\d.]+)x \|$', text,
                     re.M)
   assert [r[0] for r in rows] == ['float32', 'mixed_float16',

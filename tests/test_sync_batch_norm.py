@@ -183,12 +183,15 @@ def test_benchmark_writes_its_ratio_table(tmp_path):
   try:
     benchmark = importlib.import_module('sync_batch_norm')
     benchmark.main(['--clones', '1,2', '--rounds', '1', '--steps', '1',
-                    '--output_dir', str(tmp_path)])
+                    '--results_dir', str(tmp_path)])
   finally:
     sys.path.remove(benchmarks)
   text = (tmp_path / 'sync_batch_norm.md').read_text()
   assert text.startswith('# Sync batch norm: step time against plain batch '
                          'norm\n')
+  assert ('\nCommand: `.venv/bin/python benchmarks/sync_batch_norm.py '
+          '--clones 1,2 --rounds 1 --steps 1 --results_dir %s`\n' % tmp_path
+          in text)
   assert '## Machine' in text
   rows = [l for l in text.splitlines() if re.match(r'\| \d+ \|', l)]
   assert [r.split('|')[1:3] for r in rows] == [[' 1 ', ' 64 '],
