@@ -47,6 +47,7 @@ from training import run_config
 from training import schedule
 from training.errors import ScriptError
 from training.errors import TrainingDiverged
+from training.errors import UsageError
 from training.errors import call_for_flag
 from training.flags import FLAGS
 
@@ -62,13 +63,23 @@ def run(config):
     # --task then says which replica this is (upstream behaviour).
     train(config, config.master)
     return
-  server = cluster.start_server(config.task)
+  server = cluster.start_server(
+      config.task, config.deployment and model_deploy.session_config(
+          config.deployment))
   tf.logging.info('started %s (cluster from %s)', config.task,
                   config.task.source)
   if config.is_ps:
     cluster.serve_until_stopped(server)
     tf.logging.info('ps task %d stopped', config.task.task_index)
     return
+  if config.deployment.all_reduce_replicas:
+    with naming_collective_failures(config):
+      try:
+        replica_session.check_same_cluster(
+            config.task, config.deployment, server.target,
+            config.flags.collective_timeout_secs)
+      except replica_session.ClusterMismatch as e:
+        raise UsageError(str(e)) from None
   report = replica_session.PlacementReportHook(config.task.num_ps_tasks,
                                                config.flags.ps_strategy)
   train(config, server.target, extra_hooks=[report])
@@ -89,8 +100,7 @@ def train(config, master, extra_hooks=()):
     with tfrecord_check.naming_corrupt_files(
         config.model.dataset.data_sources), \
         stopping_on_divergence(config.train_dir), \
-        naming_collective_timeouts(
-            config.flags.collective_timeout_secs), \
+        naming_collective_failures(config), \
         training_session(config, graph, master, extra_hooks) as session:
       while not session.should_stop() and not stop.requested:
         session.run(graph.train_op)
@@ -225,6 +235,7 @@ def training_session(config, graph, master, extra_hooks):
   f = config.flags
   saver = graph.batches.saver(max_to_keep=5)
   restoring_saver = None
+  all_reduce = config.deployment.all_reduce_replicas
   if config.is_chief:
     restoring_saver = graph.batches.restoring_saver(f.train_dir)
   scaffold = tf.train.Scaffold(init_fn=graph.init_fn,
@@ -251,12 +262,23 @@ def training_session(config, graph, master, extra_hooks):
         tf.train.SummarySaverHook(save_secs=f.save_summaries_secs,
                                   output_dir=f.train_dir, scaffold=scaffold),
     ]
+  session_hooks = hooks.session_hooks(graph.total_loss, config.is_chief,
+                                     chief_only, every_worker)
+  if all_reduce:
+    # Before the chief's first checkpoint: a replica that cannot join
+    # fails the start with nothing written.
+    session_hooks.insert(0, model_deploy.BroadcastVariablesHook(
+        config.deployment))
   device_filters = config.task.device_filters if config.task else []
   return replica_session.monitored_training_session(
       non_chief_wait_secs=f.non_chief_wait_secs, master=master,
-      is_chief=config.is_chief, checkpoint_dir=f.train_dir, scaffold=scaffold,
-      hooks=hooks.session_hooks(graph.total_loss, config.is_chief,
-                                chief_only, every_worker),
+      recover=not all_reduce,
+      # All-reduce replicas hold their own variables: each initialises
+      # them, only the chief restores (the broadcast gives the others its
+      # values).
+      is_chief=config.is_chief or all_reduce,
+      checkpoint_dir=f.train_dir if config.is_chief else None,
+      scaffold=scaffold, hooks=session_hooks,
       save_checkpoint_secs=None, save_checkpoint_steps=None,
       save_summaries_steps=None, save_summaries_secs=None,
       log_step_count_steps=None,
@@ -283,17 +305,33 @@ def stopping_on_divergence(train_dir):
 
 
 @contextlib.contextmanager
-def naming_collective_timeouts(timeout_secs):
-  """Turns a collective op's timeout into a ScriptError saying what it means."""
+def naming_collective_failures(config):
+  """Turns a failed collective op into a ScriptError saying what it means:
+  a clone or replica it waits for stopped (named when it is a worker whose
+  address no longer answers) or never started."""
   try:
     yield
   except collectives.COLLECTIVE_ERRORS as e:
     if e.op is None or not e.op.type.startswith('Collective'):
       raise
-    raise ScriptError(
-        'collective op %s did not complete within --collective_timeout_secs'
-        '=%g: a clone or replica it waits for stopped or never started'
-        % (e.op.name, timeout_secs)) from None
+    who = 'a clone or replica it waits for'
+    if config.deployment.all_reduce_replicas:
+      missing = cluster.unreachable_workers(config.task)
+      if missing:
+        who = ', '.join('worker task %d (%s)' % m for m in missing)
+      message = (
+          'the all-reduce between the %d workers failed (collective op %s, '
+          '--collective_timeout_secs=%g): %s stopped or never started. '
+          'Restart the whole cluster: every worker resumes from the latest '
+          'checkpoint in %s'
+          % (config.num_workers, e.op.name,
+             config.flags.collective_timeout_secs, who, config.train_dir))
+    else:
+      message = (
+          'collective op %s did not complete within --collective_timeout_secs'
+          '=%g: %s stopped or never started'
+          % (e.op.name, config.flags.collective_timeout_secs, who))
+    raise ScriptError(message) from None
 
 
 if __name__ == '__main__':

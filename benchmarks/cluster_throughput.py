@@ -1,13 +1,20 @@
 """Measures what training through a parameter server costs on one machine.
 
-Three setups train LeNet on the embedded digits dataset with
-train_image_classifier.py (batch --batch_size per worker, SGD, async):
+Five setups train LeNet on the embedded digits dataset with
+train_image_classifier.py (batch --batch_size per worker, SGD):
 
   * alone: one process, no cluster: a local session, no gRPC.
   * 1 ps + 1 worker: the worker reads every variable from the ps and sends
     every gradient back over gRPC on 127.0.0.1 at each step (LeNet's fc3
     weights alone are 12.25 MiB).
   * 1 ps + 2 workers: two workers update the same variables asynchronously.
+  * 1 ps + 2 workers sync: SyncReplicasOptimizer, one global step per two
+    worker batches.
+  * 2 workers all-reduce: no ps; each worker holds the variables and the
+    two average their gradients with collective ops every step.
+
+Bytes per global step are those sent on the loopback interface during the
+timed window (/proc/net/dev), so other traffic on 127.0.0.1 counts too.
 
 The clusters are started with deployment.launch.LocalCluster. Every process
 gets TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS (1 by default) and
@@ -59,8 +66,15 @@ import results  # next to this script
 
 TRAIN = os.path.join(REPO, 'train_image_classifier.py')
 STEP_LINE = re.compile(r'INFO:tensorflow:step (\d+): loss')
-SETUPS = (('alone', 0, 1), ('1 ps + 1 worker', 1, 1),
-          ('1 ps + 2 workers', 1, 2))
+# (name, ps tasks, workers, extra flags, worker batches per global step)
+SETUPS = (
+    ('alone', 0, 1, [], 1),
+    ('1 ps + 1 worker', 1, 1, [], 1),
+    ('1 ps + 2 workers', 1, 2, [], 1),
+    ('1 ps + 2 workers sync', 1, 2,
+     ['--sync_replicas', '--replicas_to_aggregate=2'], 2),
+    ('2 workers all-reduce', 0, 2, [], 2),
+)
 
 
 def parse_args(argv=None):
@@ -90,6 +104,16 @@ def parse_args(argv=None):
   return parser.parse_args(argv)
 
 
+def _loopback_bytes():
+  """Bytes sent on the loopback interface so far (/proc/net/dev)."""
+  with open('/proc/net/dev') as dev:
+    for line in dev:
+      name, _, counters = line.partition(':')
+      if name.strip() == 'lo':
+        return int(counters.split()[8])
+  return 0
+
+
 def _cpu_seconds(pids):
   """User + system CPU time of the processes so far (0 for a gone one)."""
   ticks = os.sysconf('SC_CLK_TCK')
@@ -107,7 +131,8 @@ def _cpu_seconds(pids):
 class StepRecorder:
   """An output sink that timestamps the step lines of a run.
 
-  `samples` holds (monotonic time, global step, CPU seconds of `pids()`).
+  `samples` holds (monotonic time, global step, CPU seconds of `pids()`,
+  loopback bytes sent so far).
   """
 
   def __init__(self, pids):
@@ -123,13 +148,13 @@ class StepRecorder:
       match = STEP_LINE.search(text)
       if match:
         self.samples.append((now, int(match.group(1)),
-                             _cpu_seconds(self._pids())))
+                             _cpu_seconds(self._pids()), _loopback_bytes()))
 
   def flush(self):
     pass
 
 
-def _train_args(args, dataset_dir, train_dir):
+def _train_args(args, dataset_dir, train_dir, extra=()):
   return ['--dataset_name=digits', '--dataset_dir=%s' % dataset_dir,
           '--model_name=lenet', '--clone_on_cpu',
           '--batch_size=%d' % args.batch_size, '--optimizer=sgd',
@@ -138,7 +163,8 @@ def _train_args(args, dataset_dir, train_dir):
           '--log_every_n_steps=%d' % args.log_every,
           '--save_interval_secs=3600', '--save_summaries_secs=3600',
           '--non_chief_wait_secs=1', '--num_readers=1',
-          '--num_preprocessing_threads=1', '--train_dir=%s' % train_dir]
+          '--num_preprocessing_threads=1', '--train_dir=%s' % train_dir
+         ] + list(extra)
 
 
 def _thread_env(args):
@@ -172,13 +198,13 @@ def run_alone(args, dataset_dir, train_dir):
   return status, recorder
 
 
-def run_cluster(args, dataset_dir, train_dir, num_ps, num_workers):
+def run_cluster(args, dataset_dir, train_dir, num_ps, num_workers, extra):
   holder = {}
   recorder = StepRecorder(
       lambda: [p.pid for p in holder['cluster'].processes.values()])
   env = dict(PYTHONPATH=REPO, **_thread_env(args))
   cluster = launch.LocalCluster(
-      [TRAIN] + _train_args(args, dataset_dir, train_dir), num_ps,
+      [TRAIN] + _train_args(args, dataset_dir, train_dir, extra), num_ps,
       num_workers, env=env, output=recorder, cwd=REPO, grace_secs=5)
   holder['cluster'] = cluster
   cluster.start()
@@ -186,61 +212,68 @@ def run_cluster(args, dataset_dir, train_dir, num_ps, num_workers):
 
 
 def window(samples, warmup_steps, batch_size):
-  """(examples/sec, CPU ms/example) after the warm-up; None if too short."""
+  """(examples/sec, CPU ms/example, loopback MiB per global step) after
+  the warm-up; None if too short. `batch_size`: examples per global
+  step."""
   timed = sorted((s for s in samples if s[1] >= warmup_steps),
                  key=lambda s: s[0])
   if len(timed) < 2 or timed[-1][1] <= timed[0][1]:
     return None
-  (t0, step0, cpu0), (t1, step1, cpu1) = timed[0], timed[-1]
+  (t0, step0, cpu0, sent0), (t1, step1, cpu1, sent1) = timed[0], timed[-1]
   examples = (step1 - step0) * batch_size
-  return examples / (t1 - t0), 1000.0 * (cpu1 - cpu0) / examples
+  return (examples / (t1 - t0), 1000.0 * (cpu1 - cpu0) / examples,
+          (sent1 - sent0) / 2.0 ** 20 / (step1 - step0))
 
 
 def measure(args, dataset_dir):
-  measured = {name: [] for name, _, _ in SETUPS}
+  measured = {setup[0]: [] for setup in SETUPS}
   for round_index in range(args.rounds):
     first = round_index % len(SETUPS)  # Rotates, so no setup always leads.
-    for name, num_ps, num_workers in SETUPS[first:] + SETUPS[:first]:
+    for name, num_ps, num_workers, extra, batches in (SETUPS[first:] +
+                                                      SETUPS[:first]):
       train_dir = tempfile.mkdtemp(prefix='cluster_throughput_')
       try:
-        if num_ps == 0:
+        if num_ps + num_workers == 1:
           status, recorder = run_alone(args, dataset_dir, train_dir)
         else:
           status, recorder = run_cluster(args, dataset_dir, train_dir,
-                                         num_ps, num_workers)
+                                         num_ps, num_workers, extra)
       finally:
         shutil.rmtree(train_dir, ignore_errors=True)
       if status != 0:
         sys.exit('%s failed with exit status %d:\n%s' % (
             name, status, ''.join(recorder.lines)[-3000:]))
-      result = window(recorder.samples, args.warmup_steps, args.batch_size)
+      result = window(recorder.samples, args.warmup_steps,
+                      args.batch_size * batches)
       if result is None:
         sys.exit('%s: too few step lines after the warm-up; raise --steps'
                  % name)
       measured[name].append(result)
-      print('round %d, %s: %.0f examples/sec, %.2f CPU ms/example' % (
-          round_index + 1, name, result[0], result[1]), flush=True)
+      print('round %d, %s: %.0f examples/sec, %.2f CPU ms/example, %.1f '
+            'MiB/step' % ((round_index + 1, name) + result), flush=True)
   return measured
 
 
 def table(args, measured):
   """Markdown lines; `measured` is {setup name: [(examples/sec, CPU
-  ms/example) per round]}, ratios are to the first setup (alone)."""
+  ms/example, MiB/step) per round]}, ratios are to the first setup
+  (alone)."""
   alone = statistics.median(r[0] for r in measured[SETUPS[0][0]])
   lines = [
       '| setup | processes | examples/sec | per worker | ratio to alone | '
-      'CPU ms/example (all processes) | examples/sec per round |',
-      '|---|---:|---:|---:|---:|---:|---|',
+      'CPU ms/example (all processes) | MiB sent per global step | '
+      'examples/sec per round |',
+      '|---|---:|---:|---:|---:|---:|---:|---|',
   ]
-  for name, num_ps, num_workers in SETUPS:
-    rate = statistics.median(r[0] for r in measured[name])
-    cpu = statistics.median(r[1] for r in measured[name])
-    lines.append('| %s | %d | %.0f | %.0f | %.3f | %.2f | %s |' % (
+  for name, num_ps, num_workers, _, _ in SETUPS:
+    rate, cpu, sent = (statistics.median(r[i] for r in measured[name])
+                       for i in range(3))
+    lines.append('| %s | %d | %.0f | %.0f | %.3f | %.2f | %.1f | %s |' % (
         name, num_ps + num_workers, rate, rate / num_workers, rate / alone,
-        cpu, ', '.join('%.0f' % r[0] for r in measured[name])))
+        cpu, sent, ', '.join('%.0f' % r[0] for r in measured[name])))
   lines += [
       '',
-      'LeNet on digits, batch %d per worker step, SGD, async; %d global '
+      'LeNet on digits, batch %d per worker step, SGD; %d global '
       'steps per run, timed after step %d; median of %d round(s). Every '
       'process: TF_NUM_INTRAOP_THREADS=%d, TF_NUM_INTEROP_THREADS=%d, 1 '
       'reader, 1 preprocessing thread.' % (

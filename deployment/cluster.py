@@ -41,6 +41,7 @@ import collections
 import json
 import os
 import signal
+import socket
 import threading
 
 from deployment import device_placement
@@ -77,9 +78,12 @@ class ClusterTask:
     source: where the description came from, for error messages
       (e.g. 'TF_CONFIG' or '--ps_hosts/--worker_hosts/--job_name/--task').
 
+  Several workers without ps tasks all-reduce their gradients (see
+  `all_reduce`).
+
   Raises:
     ValueError: for an unknown job, an index out of range, a malformed or
-      repeated address, or several workers without a ps task.
+      repeated address.
   """
 
   def __init__(self, ps_hosts, worker_hosts, job_name, task_index,
@@ -99,10 +103,6 @@ class ClusterTask:
     if not hosts[WORKER_JOB]:
       raise ValueError('%s: the cluster has no worker; list at least one '
                        'worker address' % source)
-    if len(hosts[WORKER_JOB]) > 1 and not hosts[PS_JOB]:
-      raise ValueError('%s: %d workers need at least one ps task to share '
-                       'the variables; list ps addresses too'
-                       % (source, len(hosts[WORKER_JOB])))
     if isinstance(task_index, bool) or not isinstance(task_index, int):
       raise ValueError('%s: task index %r is not an integer'
                        % (source, task_index))
@@ -149,6 +149,12 @@ class ClusterTask:
     return self._job_name == PS_JOB
 
   @property
+  def all_reduce(self):
+    """Several workers and no ps: each worker holds the variables and the
+    workers all-reduce their gradients."""
+    return self.num_workers > 1 and not self.num_ps_tasks
+
+  @property
   def is_chief(self):
     """Worker 0 initialises the model and writes checkpoints."""
     return self._job_name == WORKER_JOB and self._task_index == 0
@@ -168,7 +174,11 @@ class ClusterTask:
 
     Without them the master waits for every task of the cluster to answer,
     so a worker would hang whenever another worker is gone or finished.
+    (All-reduce workers still reach each other: collective ops talk to
+    their peers directly, outside the session's devices.)
     """
+    if not self.num_ps_tasks:
+      return ['/job:%s/task:%d' % (WORKER_JOB, self._task_index)]
     return ['/job:%s' % PS_JOB,
             '/job:%s/task:%d' % (WORKER_JOB, self._task_index)]
 
@@ -314,6 +324,22 @@ def from_flags_and_env(ps_hosts, worker_hosts, job_name, task_index=None,
     raise ValueError('--task=%d but TF_CONFIG says task index %d; drop --task'
                      % (task_index, from_env.task_index))
   return from_args or from_env
+
+
+def unreachable_workers(task, timeout_secs=2.0):
+  """The other workers of `task`'s cluster whose address refuses a TCP
+  connection: (index, address) pairs, e.g. of a worker that died."""
+  missing = []
+  for index, address in enumerate(task.worker_hosts):
+    if task.job_name == WORKER_JOB and index == task.task_index:
+      continue
+    host, _, port = address.rpartition(':')
+    try:
+      with socket.create_connection((host, int(port)), timeout=timeout_secs):
+        pass
+    except OSError:
+      missing.append((index, address))
+  return missing
 
 
 def start_server(task, config=None):

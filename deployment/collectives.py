@@ -101,3 +101,101 @@ def all_reduce_sum(tensor, group, name, member):
     return _reduce(x, group, key), gradient
 
   return reduce_with_gradient(tensor)
+
+
+# Gradients are packed into buffers of about this many bytes, one all-reduce
+# per buffer (like Horovod's fusion buffer): a few large collectives instead
+# of one per variable. A tensor larger than this gets a buffer of its own.
+DEFAULT_BUFFER_BYTES = 32 * 2 ** 20
+
+
+def _buffers(tensors, buffer_bytes):
+  """Indices of `tensors` grouped into buffers: same dtype, in order, each
+  buffer at most `buffer_bytes` unless one tensor alone is larger."""
+  buffers = []
+  open_buffers = {}  # dtype -> (indices, bytes so far)
+  for index, tensor in enumerate(tensors):
+    size = tensor.shape.num_elements() * tensor.dtype.size
+    indices, used = open_buffers.get(tensor.dtype, (None, 0))
+    if indices is None or used + size > buffer_bytes:
+      indices, used = [], 0
+      buffers.append(indices)
+    indices.append(index)
+    open_buffers[tensor.dtype] = (indices, used + size)
+  return buffers
+
+
+def _packed(tensors, buffer_bytes, reduce_fn):
+  """reduce_fn applied to `tensors` packed into flat buffers, unpacked."""
+  results = [None] * len(tensors)
+  for number, indices in enumerate(_buffers(tensors, buffer_bytes)):
+    flat = tf.concat([tf.reshape(tensors[i], [-1]) for i in indices], 0)
+    reduced = reduce_fn(flat, number)
+    sizes = [tensors[i].shape.num_elements() for i in indices]
+    for i, part in zip(indices, tf.split(reduced, sizes)):
+      results[i] = tf.reshape(part, tensors[i].shape)
+  return results
+
+
+def all_reduce_mean_gradients(grads_and_vars, group, member,
+                              buffer_bytes=DEFAULT_BUFFER_BYTES):
+  """The gradients averaged over the members of `group` (the replicas).
+
+  Each member passes its own (already clone-summed) gradients, in the same
+  variable order; every member gets the same mean back. The gradients are
+  packed into buffers of about `buffer_bytes`, one CollectiveReduceV2
+  each. Sparse gradients (tf.IndexedSlices, from embedding lookups) are
+  made dense first: their rows differ between members, and a dense sum is
+  one collective of a known size where gathering would need two.
+
+  Args:
+    grads_and_vars: list of (gradient or None, variable).
+    group: the CollectiveGroup of the replicas.
+    member: this replica's index in the group.
+    buffer_bytes: the packing threshold.
+  """
+  present = [(g, v) for g, v in grads_and_vars if g is not None]
+  if group.group_size == 1 or not present:
+    return list(grads_and_vars)
+  dense = [tf.convert_to_tensor(g) for g, _ in present]
+  averaged = dict(zip([id(v) for _, v in present], all_reduce_mean(
+      dense, group, member, 'replica_gradients', buffer_bytes)))
+  return [(averaged[id(v)] if g is not None else None, v)
+          for g, v in grads_and_vars]
+
+
+def all_reduce_mean(tensors, group, member, name,
+                    buffer_bytes=DEFAULT_BUFFER_BYTES):
+  """`tensors` averaged over the members of `group`, packed into buffers."""
+  scale = 1.0 / group.group_size
+
+  def reduce(flat, number):
+    summed = _reduce(flat, group,
+                     group.instance_key('%s/buffer_%d' % (name, number),
+                                        member))
+    return summed * tf.cast(scale, summed.dtype)
+
+  return _packed(list(tensors), buffer_bytes, reduce)
+
+
+def broadcast(tensors, group, member, name, is_source,
+              buffer_bytes=DEFAULT_BUFFER_BYTES):
+  """The source member's `tensors`, on every member of `group`.
+
+  The source sends its values; the others receive tensors of the same
+  shapes and dtypes (their own values only give those). Packed into
+  buffers like the gradients.
+  """
+
+  def send_or_receive(flat, number):
+    key = group.instance_key('%s/buffer_%d' % (name, number), member)
+    common = dict(group_size=group.group_size, group_key=group.group_key,
+                  instance_key=key, communication_hint=_communication_hint(
+                      flat), timeout_seconds=float(group.timeout_seconds or 0))
+    if is_source:
+      return tf.raw_ops.CollectiveBcastSendV2(input=flat, **common)
+    # Static: the receiver's own values (`flat`) are never computed.
+    return tf.raw_ops.CollectiveBcastRecvV2(
+        shape=flat.shape.as_list(), T=flat.dtype, **common)
+
+  return _packed(list(tensors), buffer_bytes, send_or_receive)

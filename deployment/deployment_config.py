@@ -24,7 +24,9 @@ class DeploymentConfig:
     replica_id: index of this replica (worker task), in [0, num_replicas).
     num_replicas: number of worker tasks training together.
     num_ps_tasks: number of parameter-server tasks; 0 keeps variables on the
-      worker's CPU.
+      worker's CPU. Several replicas without ps tasks all-reduce: each
+      worker keeps a full copy of the variables and the workers sum their
+      gradients with collective ops (see `all_reduce_replicas`).
     worker_job_name: cluster job name of the workers.
     ps_job_name: cluster job name of the parameter servers.
     ps_strategy: how variables are spread over ps tasks: 'round_robin'
@@ -69,16 +71,13 @@ class DeploymentConfig:
       raise ValueError(
           'replica_id must be in [0, num_replicas=%d), got %d'
           % (num_replicas, replica_id))
-    if num_replicas > 1 and num_ps_tasks == 0:
-      raise ValueError(
-          'num_replicas=%d needs parameter servers: set num_ps_tasks >= 1'
-          % num_replicas)
-    if num_ps_tasks > 0:
+    if num_ps_tasks > 0 or num_replicas > 1:
       for flag, job in (('worker_job_name', worker_job_name),
                         ('ps_job_name', ps_job_name)):
         if not job or not isinstance(job, str):
-          raise ValueError('%s must be a non-empty string when num_ps_tasks '
-                           '> 0, got %r' % (flag, job))
+          raise ValueError('%s must be a non-empty string in a cluster '
+                           '(num_ps_tasks > 0 or num_replicas > 1), got %r'
+                           % (flag, job))
     if ps_strategy not in device_placement.PS_STRATEGIES:
       raise ValueError('ps_strategy must be one of %s, got %r' % (
           ', '.join(device_placement.PS_STRATEGIES), ps_strategy))
@@ -93,16 +92,14 @@ class DeploymentConfig:
     self._separate_cpu_devices = bool(separate_cpu_devices)
     self._devices_per_clone = devices_per_clone
     self._collective_timeout_secs = float(collective_timeout_secs)
-    if num_ps_tasks == 0:
-      self._worker_device = ''
-      self._ps_device = ''
-    else:
-      self._ps_device = '/job:' + ps_job_name
+    self._ps_device = '/job:' + ps_job_name if num_ps_tasks else ''
+    self._worker_device = ''
+    if num_ps_tasks or num_replicas > 1:
       self._worker_device = '/job:' + worker_job_name
-      # Without the task, every replica's clones would resolve to whichever
-      # worker task the placer picks first (an upstream bug).
-      if num_replicas > 1:
-        self._worker_device += '/task:%d' % replica_id
+    # Without the task, every replica's clones would resolve to whichever
+    # worker task the placer picks first (an upstream bug).
+    if num_replicas > 1:
+      self._worker_device += '/task:%d' % replica_id
 
   @property
   def num_clones(self):
@@ -159,6 +156,12 @@ class DeploymentConfig:
     """Whether several clone devices resolve to the same device (CPU:0)."""
     return (self._clone_on_cpu and not self._separate_cpu_devices
             and self.num_local_devices > 1)
+
+  @property
+  def all_reduce_replicas(self):
+    """Whether the replicas all-reduce their gradients (several replicas,
+    no ps tasks) instead of sharing variables on parameter servers."""
+    return self._num_replicas > 1 and self._num_ps_tasks == 0
 
   @property
   def is_chief(self):
@@ -222,13 +225,15 @@ class DeploymentConfig:
   def variables_device(self):
     """Device (string or device function) for the model's variables.
 
-    Without ps tasks: '/device:CPU:0'. With ps tasks: a device function that
+    Without ps tasks: the worker's CPU ('/device:CPU:0' on one machine,
+    '/job:worker/task:<replica_id>/device:CPU:0' for all-reduce replicas).
+    With ps tasks: a device function that
     gives each variable op a ps task (see `ps_strategy`) and leaves every
     other op's device unchanged. Each call returns a new function whose
     round-robin starts again at task 0.
     """
     if self._num_ps_tasks == 0:
-      return '/device:CPU:0'
+      return self._worker_device + '/device:CPU:0'
     return device_placement.PsDeviceChooser(
         self._num_ps_tasks, job=self._ps_device, device='/device:CPU:0',
         strategy=self._ps_strategy)

@@ -6,6 +6,9 @@
       --batch_size=16 --optimizer=sgd --learning_rate=0.05 \\
       --max_number_of_steps=200 --train_dir=train_dir/cluster
 
+With --num_ps 0 the workers all-reduce their gradients instead of sharing
+variables on ps tasks.
+
 Every task is `sys.executable SCRIPT ARGS...` with the same arguments; each
 learns its job and index from its own TF_CONFIG (see deployment/cluster.py),
 with ports picked free on 127.0.0.1. Output lines are prefixed with the task
@@ -83,8 +86,8 @@ class LocalCluster:
   Args:
     command: the program and its arguments, e.g. ['train.py', '--flag=1'];
       run as `sys.executable *command`.
-    num_ps: number of ps tasks (>= 0).
-    num_workers: number of workers (>= 1).
+    num_ps: number of ps tasks (>= 0); 0: the workers all-reduce.
+    num_workers: number of workers (>= 1; >= 2 without ps tasks).
     env: extra environment variables for every task.
     output: where prefixed lines go (sys.stdout by default).
     cwd: working directory of the tasks.
@@ -97,9 +100,10 @@ class LocalCluster:
       raise ValueError('num_workers must be >= 1, got %d' % num_workers)
     if num_ps < 0:
       raise ValueError('num_ps must be >= 0, got %d' % num_ps)
-    if num_workers > 1 and num_ps == 0:
-      raise ValueError('%d workers need at least one ps task (--num_ps)'
-                       % num_workers)
+    if num_workers == 1 and num_ps == 0:
+      raise ValueError('--num_ps 0 --num_workers 1 is no cluster: without '
+                       'ps tasks the workers all-reduce, which takes at '
+                       'least 2; run the script directly to train alone')
     self._command = [sys.executable] + list(command)
     self._env = dict(env or {})
     self._output = output or sys.stdout
@@ -178,8 +182,8 @@ class LocalCluster:
                      'cluster\n' % (name, status))
           return status
         if all(self.processes[n].poll() == 0 for n in self.worker_names):
-          self.write('[launch] all workers finished; stopping the ps '
-                     'tasks\n')
+          self.write('[launch] all workers finished%s\n' % (
+              '; stopping the ps tasks' if self.ps_hosts else ''))
           return 0
         if deadline is not None and time.monotonic() > deadline:
           self.write('[launch] timeout after %.0f s; stopping the cluster\n'
@@ -229,7 +233,8 @@ def parse_args(argv):
       description=__doc__.split('\n\n', maxsplit=1)[0],
       usage='%(prog)s [options] -- SCRIPT [ARGS...]')
   parser.add_argument('--num_ps', type=int, default=1,
-                      help='number of ps tasks (default 1)')
+                      help='number of ps tasks (default 1; 0: the workers '
+                           'all-reduce)')
   parser.add_argument('--num_workers', type=int, default=2,
                       help='number of workers (default 2)')
   parser.add_argument('--timeout', type=float, default=None,

@@ -47,8 +47,9 @@ from deployment.deployment_config import DeploymentConfig
 from deployment.slim_compat import tf
 
 __all__ = [
-    'Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones',
-    'deploy', 'optimize_clones', 'scalar_summary', 'session_config',
+    'BroadcastVariablesHook', 'Clone', 'DeployedModel', 'DeploymentConfig',
+    'broadcast_variables', 'create_clones', 'deploy', 'optimize_clones',
+    'scalar_summary', 'session_config',
 ]
 
 # `outputs`: whatever model_fn returned; `scope`: the clone's name scope
@@ -90,13 +91,20 @@ def session_config(config, **kwargs):
   """A tf.ConfigProto with the devices `config` places clones on.
 
   With separate_cpu_devices, TensorFlow makes one logical CPU device per
-  clone device (it makes a single CPU device otherwise).
+  clone device (it makes a single CPU device otherwise). With all-reduce
+  replicas, it names worker 0 as the leader of the collective groups; give
+  the same config to the replica's server (tf.distribute.Server(...,
+  config=...)).
 
   Args:
     config: a DeploymentConfig.
     **kwargs: more tf.ConfigProto fields (e.g. allow_soft_placement=True).
   """
   proto = tf.ConfigProto(**kwargs)
+  if config.all_reduce_replicas:
+    # The task that resolves the replicas' collective groups: worker 0.
+    proto.experimental.collective_group_leader = (
+        '%s/replica:0/task:0' % config.worker_device.rsplit('/task:', 1)[0])
   if config.separate_cpu_devices:
     proto.device_count['CPU'] = max(config.num_local_devices,
                                     proto.device_count.get('CPU', 1))
@@ -115,8 +123,27 @@ def _clone_group(config, sync_batch_norm):
         'separate_cpu_devices=True), with a session from '
         'model_deploy.session_config(config)'
         % (config.num_clones, config.clone_device(0)))
+  # With all-reduce replicas the group is every clone of every replica.
   return collectives.CollectiveGroup(
-      config.num_clones, group_key=1,
+      config.num_clones * _all_reduce_replicas(config), group_key=1,
+      timeout_seconds=config.collective_timeout_secs)
+
+
+def _all_reduce_replicas(config):
+  """The replicas that all-reduce together: num_replicas, or 1 with ps."""
+  return config.num_replicas if config.all_reduce_replicas else 1
+
+
+# Group keys of the replicas' collectives. Each use has a key of its own:
+# instance keys count from 1 in every CollectiveGroup.
+_GRADIENTS_GROUP_KEY = 2
+_BROADCAST_GROUP_KEY = 3
+
+
+def _replica_group(config, group_key):
+  """A CollectiveGroup of the replicas (one member per worker)."""
+  return collectives.CollectiveGroup(
+      config.num_replicas, group_key=group_key,
       timeout_seconds=config.collective_timeout_secs)
 
 
@@ -338,7 +365,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None, update_ops=None,
            variable_averages=None, variables_to_average=None,
            summaries=None, sync_batch_norm=False, accumulation_steps=1,
-           clip_gradient_norm=None, precision='float32', loss_scale=None):
+           clip_gradient_norm=None, precision='float32', loss_scale=None,
+           all_reduce_buffer_bytes=collectives.DEFAULT_BUFFER_BYTES):
   """Builds the clones, their losses and (with an optimizer) the train op.
 
   The update ops (e.g. batch-norm moving averages) of the first clone run
@@ -399,6 +427,13 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       with its defaults (start at 2^15, double after 2000 finite steps).
       Gradients are unscaled before clipping and applying; a non-finite
       one skips the update and halves the scale.
+    all_reduce_buffer_bytes: with all-reduce replicas (several replicas,
+      no ps tasks; see DeploymentConfig), the gradients summed over this
+      worker's clones are packed into buffers of about this many bytes and
+      averaged over the replicas, one collective per buffer, before the
+      update; every replica applies the same update. Start the replicas
+      from the chief's weights with `broadcast_variables` or
+      `BroadcastVariablesHook`.
 
   Returns:
     A DeployedModel. `train_op` (named 'train_op', None without optimizer)
@@ -415,7 +450,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   options = _TrainingOptions(
       summarize_gradients, var_list, update_ops, variable_averages,
       variables_to_average, summaries or [], accumulation_steps,
-      clip_gradient_norm, precision, loss_scale)
+      clip_gradient_norm, precision, loss_scale, all_reduce_buffer_bytes)
   options.check(optimizer)
   with slim_compat.identity_equality():
     # The graph's summaries so far; of the clones', only the first's.
@@ -474,6 +509,7 @@ class _TrainingOptions:
   clip_gradient_norm: typing.Optional[float]
   precision: str
   loss_scale: typing.Any
+  all_reduce_buffer_bytes: int
 
   def check(self, optimizer):
     if self.variable_averages is not None and optimizer is None:
@@ -488,6 +524,10 @@ class _TrainingOptions:
       raise ValueError('clip_gradient_norm must be > 0 (or None: no '
                        'clipping), got %r' % (self.clip_gradient_norm,))
     precision_lib.check_precision(self.precision)
+    size = self.all_reduce_buffer_bytes
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+      raise ValueError('all_reduce_buffer_bytes must be an integer >= 1, got '
+                       '%r' % (size,))
     if self.loss_scale is not None and self.precision != 'mixed_float16':
       raise ValueError('loss_scale is for precision=\'mixed_float16\', got '
                        'precision=%r' % (self.precision,))
@@ -517,6 +557,22 @@ def _apply_fn(optimizer, global_step, options, variables_to_average):
           variables_to_average))
 
   return apply
+
+
+def _averaging_over_replicas(config, apply, buffer_bytes):
+  """`apply` given the gradients averaged over the all-reduce replicas.
+
+  Wraps the loss scale's finiteness check too, so that every replica sees
+  the same gradients and takes the same branch (a replica that skipped the
+  collective would leave the others waiting).
+  """
+  group = _replica_group(config, _GRADIENTS_GROUP_KEY)
+
+  def averaged_then_apply(grads_and_vars):
+    return apply(collectives.all_reduce_mean_gradients(
+        grads_and_vars, group, member=0, buffer_bytes=buffer_bytes))
+
+  return averaged_then_apply
 
 
 def _deploy_clones(config, clones, optimizer, global_step, options,
@@ -550,6 +606,9 @@ def _deploy_clones(config, clones, optimizer, global_step, options,
       if loss_scale is not None:
         apply = loss_scale.apply_if_finite(apply)
         summaries.add(scalar_summary('loss_scale', loss_scale.scale))
+      if config.all_reduce_replicas:
+        apply = _averaging_over_replicas(config, apply,
+                                         options.all_reduce_buffer_bytes)
       if options.accumulation_steps > 1:
         step_op = accumulation.accumulate_then_apply(
             grads_and_vars, options.accumulation_steps, apply)
@@ -567,3 +626,53 @@ def _deploy_clones(config, clones, optimizer, global_step, options,
     summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
                                   name='summary_op')
   return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def broadcast_variables(config, variables=None):
+  """An op giving every all-reduce replica the chief's variable values.
+
+  Run it once after the session is created (after the chief initialised
+  or restored the model, and the other replicas initialised theirs): the
+  chief sends, the others receive and assign. Without all-reduce replicas
+  it is a no-op.
+
+  Args:
+    config: a DeploymentConfig.
+    variables: what to broadcast; default: every global variable (the
+      model, the optimizer's slots, the global step, moving averages).
+  """
+  variables = tf.global_variables() if variables is None else variables
+  if not config.all_reduce_replicas or not variables:
+    return tf.no_op(name='broadcast_variables')
+  # Same order on every replica, whatever order the graph was built in.
+  variables = sorted(variables, key=lambda v: v.op.name)
+  with tf.device(config.optimizer_device()), \
+      tf.name_scope('broadcast_variables'):
+    values = collectives.broadcast(
+        [v.read_value() for v in variables],
+        _replica_group(config, _BROADCAST_GROUP_KEY), 0,
+        'broadcast_variables', is_source=config.is_chief)
+    if config.is_chief:
+      return tf.group(*values)
+    return tf.group(*[v.assign(value, read_value=False)
+                      for v, value in zip(variables, values)])
+
+
+class BroadcastVariablesHook(tf.train.SessionRunHook):
+  """Starts every all-reduce replica from the chief's variables.
+
+  Builds `broadcast_variables(config)` in `begin()` (so after the model
+  and the optimizer) and runs it once the session exists. Put it on every
+  replica, before hooks that save or summarise.
+  """
+
+  def __init__(self, config):
+    self._config = config
+    self._op = None
+
+  def begin(self):
+    self._op = broadcast_variables(self._config)
+
+  def after_create_session(self, session, coord):
+    del coord
+    session.run(self._op)

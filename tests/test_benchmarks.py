@@ -156,15 +156,34 @@ def test_make_run_writes_its_result_file(tmp_path):
 
 def test_cluster_throughput_table_is_relative_to_the_process_alone():
   args = cluster_throughput.parse_args([])
-  measured = {'alone': [(900.0, 1.0), (1000.0, 1.2)],
-              '1 ps + 1 worker': [(400.0, 2.8), (380.0, 2.6)],
-              '1 ps + 2 workers': [(500.0, 2.5), (520.0, 2.7)]}
+  measured = {'alone': [(900.0, 1.0, 0.0), (1000.0, 1.2, 0.0)],
+              '1 ps + 1 worker': [(400.0, 2.8, 24.5), (380.0, 2.6, 24.7)],
+              '1 ps + 2 workers': [(500.0, 2.5, 24.5), (520.0, 2.7, 24.5)],
+              '1 ps + 2 workers sync': [(300.0, 3.0, 49.0),
+                                        (320.0, 3.2, 49.2)],
+              '2 workers all-reduce': [(600.0, 2.0, 24.6),
+                                       (640.0, 2.2, 24.4)]}
   lines = cluster_throughput.table(args, measured)
   assert header(lines, 'setup')[4] == 'ratio to alone'
+  assert header(lines, 'setup')[6] == 'MiB sent per global step'
   assert table_rows(lines, 'setup') == [
-      ['alone', '1', '950', '950', '1.000', '1.10', '900, 1000'],
-      ['1 ps + 1 worker', '2', '390', '390', '0.411', '2.70', '400, 380'],
-      ['1 ps + 2 workers', '3', '510', '255', '0.537', '2.60', '500, 520']]
+      ['alone', '1', '950', '950', '1.000', '1.10', '0.0', '900, 1000'],
+      ['1 ps + 1 worker', '2', '390', '390', '0.411', '2.70', '24.6',
+       '400, 380'],
+      ['1 ps + 2 workers', '3', '510', '255', '0.537', '2.60', '24.5',
+       '500, 520'],
+      ['1 ps + 2 workers sync', '3', '310', '155', '0.326', '3.10', '49.1',
+       '300, 320'],
+      ['2 workers all-reduce', '2', '620', '310', '0.653', '2.10', '24.5',
+       '600, 640']]
+
+
+def test_cluster_throughput_window_counts_loopback_bytes_per_step():
+  # (time, global step, CPU s, loopback bytes): 10 steps of 2 x 32.
+  samples = [(0.0, 5, 1.0, 0), (1.0, 10, 2.0, 10 * 2 ** 20),
+             (2.0, 20, 3.0, 30 * 2 ** 20)]
+  rate, cpu_ms, mib = cluster_throughput.window(samples, 10, 64)
+  assert (rate, cpu_ms, mib) == (640.0, 1000.0 / 640, 2.0)
 
 
 @pytest.mark.slow
@@ -175,7 +194,7 @@ def test_cluster_throughput_writes_its_result_file(tmp_path, digits_dir):
   lines = assert_result_file(path, tmp_path, 'cluster_throughput',
                              'What going through a ps costs')
   rows = table_rows(lines, 'setup')
-  assert [row[0] for row in rows] == [name for name, _, _ in
+  assert [row[0] for row in rows] == [setup[0] for setup in
                                       cluster_throughput.SETUPS]
   assert rows[0][4] == '1.000'
   assert all(float(row[2]) > 0 for row in rows)

@@ -58,6 +58,13 @@ def test_device_filters_are_ps_job_and_own_worker_task():
   assert task.device_filters == ['/job:ps', '/job:worker/task:2']
 
 
+def test_workers_without_ps_all_reduce_and_see_only_themselves():
+  task = cluster.from_tf_config(_tf_config('worker', 1, ps=[]))
+  assert task.all_reduce and task.num_workers == 3
+  assert task.device_filters == ['/job:worker/task:1']
+  assert not cluster.from_tf_config(_tf_config('worker', 1)).all_reduce
+
+
 def test_single_worker_without_ps_is_a_cluster_of_one_job():
   task = cluster.from_tf_config(_tf_config('worker', 0, ps=[],
                                            workers=WORKERS[:1]))
@@ -89,8 +96,6 @@ def test_single_worker_without_ps_is_a_cluster_of_one_job():
     (_tf_config(ps=['127.0.0.1:70000']), "address '127.0.0.1:70000'"),
     (_tf_config(ps=[WORKERS[0]]),
      'address 127.0.0.1:2222 is given to more than one task'),
-    (_tf_config(ps=[], index=0),
-     '3 workers need at least one ps task'),
     (_tf_config(workers=[], task_type='ps', index=0),
      'the cluster has no worker'),
 ])

@@ -404,6 +404,13 @@ BAD_INPUTS = {
         r'error: --replicas_to_aggregate=3 is more than the 2 worker\(s\) of '
         r'the cluster from TF_CONFIG: a global step would never complete; use '
         r'at most 2'),
+    'sync_replicas_with_all_reduce': (
+        json.dumps({'cluster': {'worker': ['127.0.0.1:2', '127.0.0.1:3']},
+                    'task': {'type': 'worker', 'index': 0}}),
+        ['--sync_replicas'],
+        r'error: --sync_replicas with the 2 workers and no ps tasks of the '
+        r'cluster from TF_CONFIG: they all-reduce their gradients every '
+        r'step, which is synchronous already; drop --sync_replicas'),
 }
 
 BadInputResult = collections.namedtuple('BadInputResult',

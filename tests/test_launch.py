@@ -160,7 +160,7 @@ def test_exit_status_is_shell_style(returncode, status):
 @pytest.mark.parametrize('num_ps,num_workers,message', [
     (1, 0, 'num_workers must be >= 1, got 0'),
     (-1, 1, 'num_ps must be >= 0, got -1'),
-    (0, 2, '2 workers need at least one ps task'),
+    (0, 1, '--num_ps 0 --num_workers 1 is no cluster'),
 ])
 def test_bad_cluster_sizes(num_ps, num_workers, message):
   with pytest.raises(ValueError, match=message):
@@ -168,10 +168,12 @@ def test_bad_cluster_sizes(num_ps, num_workers, message):
 
 
 def test_main_reports_bad_cluster_sizes_with_status_2(capsys):
-  status = launch.main(['--num_ps', '0', '--num_workers', '2', '--', 'x.py'])
+  status = launch.main(['--num_ps', '0', '--num_workers', '1', '--', 'x.py'])
   assert status == 2
   assert capsys.readouterr().err == (
-      'error: 2 workers need at least one ps task (--num_ps)\n')
+      'error: --num_ps 0 --num_workers 1 is no cluster: without ps tasks the '
+      'workers all-reduce, which takes at least 2; run the script directly '
+      'to train alone\n')
 
 
 def test_command_is_required_with_usage_status_2(capsys):

@@ -95,8 +95,17 @@ def test_every_bad_flag_is_reported_at_once(digits_dir):
       '--num_ps_tasks=1'],
      '--replicas_to_aggregate=3 is more than the 2 worker(s) of '
      '--worker_replicas: a global step would never complete; use at most 2'),
-    (['--worker_replicas=2'], 'num_replicas=2 needs parameter servers: set '
-     'num_ps_tasks >= 1'),
+    (['--worker_replicas=2'], '--worker_replicas=2 with --num_ps_tasks=0 '
+     'all-reduces between worker tasks, which needs the cluster: give '
+     '--worker_hosts, --job_name and --task or TF_CONFIG (python -m '
+     'deployment.launch --num_ps 0 --num_workers 2 -- '
+     'train_image_classifier.py ... starts one on this machine)'),
+    (['--worker_hosts=127.0.0.1:2222,127.0.0.1:2223', '--job_name=worker',
+      '--task=1', '--sync_replicas'],
+     '--sync_replicas with the 2 workers and no ps tasks of the cluster '
+     'from --ps_hosts/--worker_hosts/--job_name/--task: they all-reduce '
+     'their gradients every step, which is synchronous already; drop '
+     '--sync_replicas (SyncReplicasOptimizer needs ps tasks)'),
     (['--checkpoint_path=/nowhere/model.ckpt-5'], '--checkpoint_path='
      '/nowhere/model.ckpt-5 does not exist; give an existing checkpoint '
      'prefix (e.g. .../model.ckpt-1000) or directory'),

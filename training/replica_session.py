@@ -7,9 +7,15 @@
     each ps task holds.
   * `sync_replicas_hooks`: the hooks of SyncReplicasOptimizer, plus one that
     lets the other workers finish when one stops.
+  * `check_same_cluster`: all-reduce workers agree on their cluster before
+    anything is built or written.
 """
 
+import re
+import zlib
+
 from deployment import cluster
+from deployment import model_deploy
 from deployment.slim_compat import tf
 
 
@@ -50,12 +56,19 @@ class NonChiefSessionCreator(tf.train.SessionCreator):
                                     max_wait_secs=self._max_wait_secs)
 
 
-def monitored_training_session(non_chief_wait_secs=None, **kwargs):
+def monitored_training_session(non_chief_wait_secs=None, recover=True,
+                               **kwargs):
   """tf.train.MonitoredTrainingSession with a configurable non-chief wait.
 
   Args:
     non_chief_wait_secs: poll period of a non-chief worker waiting for the
       chief; None keeps TensorFlow's 30 s.
+    recover: whether a run failing with tf.errors.UnavailableError or
+      AbortedError (a ps task restarted) recreates the session and goes on,
+      as MonitoredSession does. All-reduce workers pass False: once a peer
+      is gone their collectives fail again at once, and recreating the
+      session would loop instead of stopping with the error. (Initialises
+      as a chief: only with is_chief.)
     **kwargs: the arguments of tf.train.MonitoredTrainingSession. A
       non-chief uses only scaffold, master, config, hooks, max_wait_secs and
       stop_grace_period_secs, as TensorFlow's own non-chief path does.
@@ -63,6 +76,12 @@ def monitored_training_session(non_chief_wait_secs=None, **kwargs):
   Returns:
     A tf.train.MonitoredSession.
   """
+  if not recover:
+    return tf.train.SingularMonitoredSession(
+        hooks=kwargs.get('hooks'), scaffold=kwargs.get('scaffold'),
+        master=kwargs.get('master', ''), config=kwargs.get('config'),
+        checkpoint_dir=kwargs.get('checkpoint_dir'),
+        stop_grace_period_secs=kwargs.get('stop_grace_period_secs', 120))
   if kwargs.get('is_chief', True) or non_chief_wait_secs is None:
     return tf.train.MonitoredTrainingSession(**kwargs)
   creator = NonChiefSessionCreator(
@@ -97,8 +116,11 @@ class PlacementReportHook(tf.train.SessionRunHook):
 
   def begin(self):
     variables = tf.global_variables()
-    self._log('variables on %d ps task(s), %s placement:',
-              self._num_ps_tasks, self._strategy)
+    if self._num_ps_tasks:
+      self._log('variables on %d ps task(s), %s placement:',
+                self._num_ps_tasks, self._strategy)
+    else:
+      self._log('variables on every worker (all-reduce), here:')
     for line in cluster.placement_report(variables, self._num_ps_tasks):
       self._log('  %s', line)
 
@@ -151,3 +173,51 @@ def sync_replicas_hooks(sync_optimizer, is_chief, num_workers):
   """The hooks a worker training with SyncReplicasOptimizer needs."""
   return [sync_optimizer.make_session_run_hook(is_chief),
           ReleaseWaitingWorkersHook(sync_optimizer, num_workers)]
+
+
+class ClusterMismatch(Exception):
+  """The all-reduce workers were started with different clusters."""
+
+
+_GROUP_SIZE_MISMATCH = re.compile(
+    r'joining a group with size ?(\d+), but that group has size ?(\d+)')
+
+
+def check_same_cluster(task, deployment, master, timeout_secs):
+  """Before training, makes sure every all-reduce worker has this cluster.
+
+  Each worker all-reduces a fingerprint of its worker list in a graph of
+  its own: workers with lists of another length cannot form the group,
+  lists of the same length but other addresses give another sum. Either
+  way every worker stops here, before anything is written.
+
+  Raises:
+    ClusterMismatch: naming this worker's list.
+    tf.errors.OpError: a worker did not join within `timeout_secs`.
+  """
+  listed = ','.join(task.worker_hosts)
+  fingerprint = float(zlib.crc32(listed.encode()))
+  with tf.Graph().as_default():
+    with tf.device(deployment.optimizer_device()):
+      total = tf.raw_ops.CollectiveReduceV2(
+          input=tf.constant([fingerprint], tf.float64),
+          group_size=task.num_workers, group_key=4, instance_key=1,
+          ordering_token=[], merge_op='Add', final_op='Id',
+          timeout_seconds=float(timeout_secs))
+    config = model_deploy.session_config(
+        deployment, device_filters=task.device_filters)
+    with tf.Session(master, config=config) as session:
+      try:
+        agreed = session.run(total)[0] == fingerprint * task.num_workers
+      except tf.errors.InternalError as e:
+        sizes = _GROUP_SIZE_MISMATCH.search(e.message)
+        if not sizes:
+          raise
+        agreed = False
+  if not agreed:
+    raise ClusterMismatch(
+        'the all-reduce workers were given different clusters: this '
+        'worker (task %d, from %s) lists %d workers, %s, and another lists '
+        'other ones; give every task the same --worker_hosts (or TF_CONFIG '
+        'cluster)' % (task.task_index, task.source, task.num_workers,
+                      listed))

@@ -165,6 +165,7 @@ def from_flags(flag_values, environ=None):
   if task is not None:
     _check_against_cluster(snapshot, task, problems)
   num_workers = task.num_workers if task else snapshot.worker_replicas
+  _check_all_reduce(snapshot, num_workers, task, problems)
   _check_sync_replicas(snapshot, num_workers, task, problems)
   if task is not None and task.is_ps:
     problems.raise_if_any()
@@ -186,7 +187,8 @@ def from_flags(flag_values, environ=None):
       snapshot.batch_size, snapshot.num_clones, model.dataset.num_samples,
       snapshot.num_epochs_per_decay, snapshot.sync_replicas,
       snapshot.replicas_to_aggregate, snapshot.warmup_epochs,
-      snapshot.accumulation_steps)
+      snapshot.accumulation_steps,
+      all_reduce_workers=num_workers if deployment.all_reduce_replicas else 1)
   return RunConfig(
       flags=snapshot, task=task,
       master=snapshot.master if task is None else '',
@@ -256,6 +258,29 @@ def _check_against_cluster(f, task, problems):
         not f.given(name) or getattr(f, name) == value,
         '--%s=%s but the cluster from %s has %d; drop --%s'
         % (name, getattr(f, name), task.source, value, name))
+
+
+_LAUNCH_EXAMPLE = ('python -m deployment.launch --num_ps 0 --num_workers 2 '
+                   '-- train_image_classifier.py ...')
+
+
+def _check_all_reduce(f, num_workers, task, problems):
+  """Several workers without ps tasks all-reduce: that needs a cluster
+  and is synchronous already."""
+  if task is None:
+    problems.check(
+        f.worker_replicas == 1 or f.num_ps_tasks > 0,
+        '--worker_replicas=%d with --num_ps_tasks=0 all-reduces between '
+        'worker tasks, which needs the cluster: give --worker_hosts, '
+        '--job_name and --task or TF_CONFIG (%s starts one on this machine)'
+        % (f.worker_replicas, _LAUNCH_EXAMPLE))
+    return
+  problems.check(
+      not (task.all_reduce and f.sync_replicas),
+      '--sync_replicas with the %d workers and no ps tasks of the cluster '
+      'from %s: they all-reduce their gradients every step, which is '
+      'synchronous already; drop --sync_replicas (SyncReplicasOptimizer '
+      'needs ps tasks)' % (num_workers, task.source))
 
 
 def _check_sync_replicas(f, num_workers, task, problems):

@@ -6,13 +6,14 @@ consumes, so that `num_epochs_per_decay` means epochs of data whatever the
 number of clones or replicas:
 
   global_batch_size = batch_size x num_clones [x accumulation_steps]
-                      [x replicas_to_aggregate]
+                      [x replicas_to_aggregate] [x all-reduce workers]
   steps_per_epoch   = num_samples / global_batch_size
   decay_steps       = steps_per_epoch x num_epochs_per_decay
 
 The replicas factor applies with sync replicas only: there one global step
 aggregates `replicas_to_aggregate` worker steps, while with async replicas
-every worker step is a global step of its own.
+every worker step is a global step of its own. All-reduce workers (no ps)
+each count every step, which takes a batch on each of them.
 """
 
 import dataclasses
@@ -32,11 +33,12 @@ class BatchPlan:
   num_epochs_per_decay: float
   warmup_epochs: float = 0.0
   accumulation_steps: int = 1
+  all_reduce_workers: int = 1
 
   @property
   def global_batch_size(self):
     return (self.batch_size * self.num_clones * self.accumulation_steps *
-            self.replicas_per_step)
+            self.replicas_per_step * self.all_reduce_workers)
 
   @property
   def steps_per_epoch(self):
@@ -57,6 +59,8 @@ class BatchPlan:
       factors += ' x %d micro-steps' % self.accumulation_steps
     if self.replicas_per_step > 1:
       factors += ' x %d replicas to aggregate' % self.replicas_per_step
+    if self.all_reduce_workers > 1:
+      factors += ' x %d workers (all-reduce)' % self.all_reduce_workers
     lines = [
         'global batch per step: %s = %d examples' % (
             factors, self.global_batch_size),
@@ -74,13 +78,15 @@ class BatchPlan:
 
 def make_batch_plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
                     sync_replicas=False, replicas_to_aggregate=1,
-                    warmup_epochs=0.0, accumulation_steps=1):
+                    warmup_epochs=0.0, accumulation_steps=1,
+                    all_reduce_workers=1):
   """The BatchPlan of the batch flags (validated by training.run_config)."""
   return BatchPlan(
       batch_size=batch_size, num_clones=num_clones,
       replicas_per_step=replicas_to_aggregate if sync_replicas else 1,
       num_samples=num_samples, num_epochs_per_decay=num_epochs_per_decay,
-      warmup_epochs=warmup_epochs, accumulation_steps=accumulation_steps)
+      warmup_epochs=warmup_epochs, accumulation_steps=accumulation_steps,
+      all_reduce_workers=all_reduce_workers)
 
 
 def learning_rate(plan, global_step, decay_type, initial, end=0.0001,

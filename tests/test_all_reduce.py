@@ -1,0 +1,280 @@
+"""All-reduce replicas: several workers, no ps, the same update everywhere.
+
+Each replica is a task of an in-process cluster on 127.0.0.1 with its own
+graph and session, run in a thread of its own, as between-graph replicas
+are. (tests/test_cluster_e2e.py runs them as real processes through the
+training script.)
+"""
+
+import threading
+
+import numpy as np
+import pytest
+
+from deployment import collectives
+from deployment import launch
+from deployment import model_deploy
+from deployment.slim_compat import slim
+from deployment.slim_compat import tf
+
+FEATURES, CLASSES, BATCH = 6, 3, 4  # BATCH: per clone
+
+
+def data(seed=0, examples=4 * BATCH):
+  rng = np.random.RandomState(seed)
+  return (rng.randn(examples, FEATURES).astype(np.float32),
+          rng.randint(0, CLASSES, examples).astype(np.int32))
+
+
+def _model_fn(batches):
+  """model_fn taking the next of `batches` (one per clone) on each call."""
+  batches = iter(batches)
+
+  def model_fn():
+    x, y = next(batches)
+    hidden = slim.fully_connected(tf.convert_to_tensor(x), 8, scope='hidden')
+    logits = slim.fully_connected(hidden, CLASSES, activation_fn=None,
+                                  scope='logits')
+    tf.losses.sparse_softmax_cross_entropy(tf.convert_to_tensor(y), logits)
+
+  return model_fn
+
+
+def _weights():
+  return {v.op.name: v for v in tf.trainable_variables()}
+
+
+def train(config, batches, steps, master='', seed=0, session_kwargs=None,
+          start=None, **deploy_kwargs):
+  """Builds and runs one replica; returns (losses, weights, start weights).
+
+  `start`: {name: value} of the weights to start from instead of `seed`'s.
+  """
+  with tf.Graph().as_default():
+    tf.set_random_seed(seed)
+    model = model_deploy.deploy(
+        config, _model_fn(batches),
+        optimizer=tf.train.MomentumOptimizer(0.1, 0.9), **deploy_kwargs)
+    broadcast = model_deploy.broadcast_variables(config)
+    weights = _weights()
+    session_config = model_deploy.session_config(config,
+                                                 **(session_kwargs or {}))
+    with tf.Session(master, config=session_config) as session:
+      session.run(tf.global_variables_initializer())
+      for name, value in (start or {}).items():
+        weights[name].load(value, session)
+      session.run(broadcast)
+      start = session.run(weights)
+      losses = [session.run(model.train_op) for _ in range(steps)]
+      return losses, session.run(weights), start
+
+
+class Cluster:
+  """In-process servers of a `worker` job on 127.0.0.1."""
+
+  def __init__(self, num_workers):
+    self.hosts = ['127.0.0.1:%d' % p for p in launch.free_ports(num_workers)]
+    self.servers = []
+    for index in range(num_workers):
+      config = model_deploy.session_config(self.deployment(index))
+      self.servers.append(tf.distribute.Server(
+          tf.train.ClusterSpec({'worker': self.hosts}), job_name='worker',
+          task_index=index, config=config, start=True))
+
+  def deployment(self, index, **kwargs):
+    kwargs.setdefault('num_clones', 2)
+    return model_deploy.DeploymentConfig(
+        clone_on_cpu=True, replica_id=index, num_replicas=len(self.hosts),
+        collective_timeout_secs=30, **kwargs)
+
+  def run(self, fn):
+    """fn(index, server) in one thread per worker; the results in order."""
+    results, errors = [None] * len(self.servers), []
+
+    def target(index):
+      try:
+        results[index] = fn(index, self.servers[index])
+      except Exception as e:  # pylint: disable=broad-except
+        errors.append(e)
+
+    threads = [threading.Thread(target=target, args=(i,))
+               for i in range(len(self.servers))]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), 'a replica hung'
+    if errors:
+      raise errors[0]
+    return results
+
+
+@pytest.fixture(scope='module')
+def cluster():
+  return Cluster(2)
+
+
+def replica_batches(x, y, replica, clones):
+  per_replica = len(x) // 2
+  start = replica * per_replica
+  size = per_replica // clones
+  return [(x[start + c * size:start + (c + 1) * size],
+           y[start + c * size:start + (c + 1) * size]) for c in range(clones)]
+
+
+def _train_replicas(cluster, steps, seeds=(0, 0), **deploy_kwargs):
+  x, y = data()
+
+  def replica(index, server):
+    config = cluster.deployment(index)
+    return train(config, replica_batches(x, y, index, 2), steps,
+                  master=server.target, seed=seeds[index],
+                  session_kwargs=dict(device_filters=[
+                      '/job:worker/task:%d' % index]), **deploy_kwargs)
+
+  return cluster.run(replica)
+
+
+def train_one_device(steps, start=None):
+  x, y = data()
+  return train(model_deploy.DeploymentConfig(clone_on_cpu=True), [(x, y)],
+               steps, start=start)
+
+
+def test_two_replicas_of_two_clones_equal_one_device_with_the_whole_batch(
+    cluster):
+  replicas = _train_replicas(cluster, steps=3)
+  losses, weights, _ = train_one_device(steps=3)
+  for replica_losses, replica_weights, _ in replicas:
+    for name, value in weights.items():
+      np.testing.assert_allclose(replica_weights[name], value, atol=1e-5)
+  # Each replica's loss is its half's; their mean is the whole batch's.
+  np.testing.assert_allclose(
+      np.mean([r[0] for r in replicas], axis=0), losses, atol=1e-5)
+
+
+def test_without_all_reduce_a_worker_alone_drifts_from_the_whole_batch():
+  x, y = data()
+  _, alone, _ = train(model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True), replica_batches(x, y, 0, 2), 3)
+  _, weights, _ = train_one_device(steps=3)
+  assert max(np.abs(alone[n] - weights[n]).max() for n in weights) > 1e-3
+
+
+def test_replicas_start_from_the_chief_weights_and_stay_identical(cluster):
+  replicas = _train_replicas(cluster, steps=20, seeds=(1, 2))
+  (_, chief_end, chief_start), (_, other_end, other_start) = replicas
+  for name in chief_start:
+    np.testing.assert_array_equal(other_start[name], chief_start[name])
+    np.testing.assert_array_equal(other_end[name], chief_end[name])
+  # The seeds differ: without the broadcast the starts would too.
+  with tf.Graph().as_default():
+    tf.set_random_seed(2)
+    _model_fn(replica_batches(*data(), 0, 1))()
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      own = session.run(_weights())
+  assert not np.array_equal(own['hidden/weights'],
+                            chief_start['hidden/weights'])
+
+
+def test_gradients_are_packed_into_few_collectives(cluster):
+  del cluster
+  config = model_deploy.DeploymentConfig(
+      clone_on_cpu=True, replica_id=0, num_replicas=2)
+  x, y = data()
+  with tf.Graph().as_default():
+    model_deploy.deploy(config, _model_fn([(x, y)]),
+                        optimizer=tf.train.GradientDescentOptimizer(0.1))
+    reduces = [op for op in tf.get_default_graph().get_operations()
+               if op.type == 'CollectiveReduceV2']
+  # Four variables, (6*8 + 8 + 8*3 + 3) floats: one buffer.
+  assert len(reduces) == 1
+  assert reduces[0].device == '/job:worker/task:0/device:CPU:0'
+  assert reduces[0].inputs[0].shape.as_list() == [6 * 8 + 8 + 8 * 3 + 3]
+  with tf.Graph().as_default():
+    model_deploy.deploy(config, _model_fn([(x, y)]),
+                        optimizer=tf.train.GradientDescentOptimizer(0.1),
+                        all_reduce_buffer_bytes=4 * 50)
+    sizes = sorted(op.inputs[0].shape.as_list()[0]
+                   for op in tf.get_default_graph().get_operations()
+                   if op.type == 'CollectiveReduceV2')
+  # hidden/weights (48) + biases (8) exceed 50 floats: they part.
+  assert sizes == [8 + 24 + 3, 48]
+
+
+def test_buffers_group_by_dtype_in_order():
+  with tf.Graph().as_default():
+    tensors = [tf.zeros([10]), tf.zeros([5], tf.float64), tf.zeros([30]),
+               tf.zeros([3], tf.float64)]
+    # pylint: disable=protected-access
+    assert collectives._buffers(tensors, 4 * 32) == [[0], [1, 3], [2]]
+    assert collectives._buffers(tensors, 10 ** 6) == [[0, 2], [1, 3]]
+
+
+def test_all_reduce_replicas_variables_sit_on_each_worker():
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True, replica_id=1, num_replicas=2)
+  assert config.all_reduce_replicas
+  assert config.variables_device() == '/job:worker/task:1/device:CPU:0'
+  assert config.clone_device(1) == '/job:worker/task:1/device:CPU:0'
+  proto = model_deploy.session_config(config)
+  assert (proto.experimental.collective_group_leader
+          == '/job:worker/replica:0/task:0')
+  assert not model_deploy.DeploymentConfig(
+      num_replicas=2, num_ps_tasks=1).all_reduce_replicas
+
+
+def _micro_batch_model_fn(x, y, micro_batch):
+  """model_fn reading the next `micro_batch` rows of (x, y) per run."""
+  def model_fn():
+    features, labels = tf.data.make_one_shot_iterator(
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(
+            micro_batch).repeat()).get_next()
+    _model_fn([(features, labels)])()
+  return model_fn
+
+
+def test_accumulation_all_reduces_the_mean_of_the_micro_steps(cluster):
+  # 2 replicas x 2 micro-steps of BATCH = one device with 4 x BATCH.
+  x, y = data()
+  half = len(x) // 2
+
+  def replica(index, server):
+    rows = slice(index * half, (index + 1) * half)
+    with tf.Graph().as_default():
+      config = cluster.deployment(index, num_clones=1)
+      model_deploy.deploy(
+          config, _micro_batch_model_fn(x[rows], y[rows], BATCH),
+          optimizer=tf.train.GradientDescentOptimizer(0.5),
+          accumulation_steps=2)
+      train_op = tf.get_default_graph().get_tensor_by_name('train_op:0')
+      session_config = model_deploy.session_config(
+          config, device_filters=['/job:worker/task:%d' % index])
+      with tf.Session(server.target, config=session_config) as session:
+        session.run(tf.global_variables_initializer())
+        session.run(tf.local_variables_initializer())
+        session.run(model_deploy.broadcast_variables(config))
+        start = session.run(_weights())
+        for _ in range(4):  # Two updates.
+          session.run(train_op)
+        return start, session.run(_weights())
+
+  replicas = cluster.run(replica)
+  with tf.Graph().as_default():
+    model_deploy.deploy(model_deploy.DeploymentConfig(clone_on_cpu=True),
+                        _micro_batch_model_fn(x, y, len(x)),
+                        optimizer=tf.train.GradientDescentOptimizer(0.5))
+    train_op = tf.get_default_graph().get_tensor_by_name('train_op:0')
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      weights = _weights()
+      for name, variable in weights.items():
+        variable.load(replicas[0][0][name], session)
+      start = session.run(weights)
+      for _ in range(2):
+        session.run(train_op)
+      expected = session.run(weights)
+  for name, value in expected.items():
+    np.testing.assert_allclose(replicas[1][1][name], value, atol=1e-5)
+    assert not np.allclose(value, start[name], atol=1e-4)

@@ -1,0 +1,166 @@
+"""All-reduce replicas as real processes on 127.0.0.1, bounded in time.
+
+The model of tests/test_all_reduce.py in worker processes, then the
+training script under `python -m deployment.launch --num_ps 0`.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from deployment import launch
+from tests import test_all_reduce
+from tests.script_runner import REPO
+from tests.script_runner import script_env
+from tests.test_cluster_e2e import LAUNCH_TIMEOUT
+from tests.test_cluster_e2e import _checkpoint_step
+from tests.test_cluster_e2e import _run_to_end
+from tests.test_cluster_e2e import _train_args
+from tests.test_cluster_e2e import launcher  # pylint: disable=unused-import
+
+WORKER = os.path.join('tests', 'all_reduce_worker.py')
+
+
+@pytest.fixture(scope='module')
+def worker_results(tmp_path_factory):
+  """{task index: arrays} of two worker processes run for 20 steps."""
+  out = tmp_path_factory.mktemp('all_reduce')
+  _run_to_end(str(out / 'launch.log'), 0, 2, [str(out), '20'],
+              program=(WORKER,))
+  return {i: dict(np.load(str(out / ('worker%d.npz' % i)))) for i in (0, 1)}
+
+
+def _named(arrays, prefix):
+  return {k[len(prefix):]: v for k, v in arrays.items()
+          if k.startswith(prefix)}
+
+
+@pytest.mark.slow
+def test_two_worker_processes_equal_one_device_and_stay_bit_identical(
+    worker_results):
+  chief, other = worker_results[0], worker_results[1]
+  # Seeds 1 and 2: the broadcast gave worker 1 the chief's start.
+  for name, value in _named(chief, 'start/').items():
+    np.testing.assert_array_equal(_named(other, 'start/')[name], value)
+  for name, value in _named(chief, 'end/').items():
+    np.testing.assert_array_equal(_named(other, 'end/')[name], value)
+  # From the chief's start, one device with the whole batch takes the
+  # same 20 steps.
+  losses, weights, _ = test_all_reduce.train_one_device(
+      20, start=_named(chief, 'start/'))
+  for name, value in weights.items():
+    np.testing.assert_allclose(_named(chief, 'end/')[name], value, atol=1e-5)
+  np.testing.assert_allclose((chief['losses'] + other['losses']) / 2, losses,
+                             atol=1e-5)
+
+
+def _step_lines(log, worker):
+  return [int(s) for s in re.findall(
+      r'^\[%s\] INFO:tensorflow:step (\d+): loss' % worker, log, re.M)]
+
+
+@pytest.mark.slow
+def test_all_reduce_cluster_trains_then_resumes_after_a_restart(
+    launcher, digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  args = _train_args(digits_dir, train_dir, 100000, '--num_clones=2')
+  first = launcher(0, 2, *args)
+  deadline = time.monotonic() + 120
+  while (_checkpoint_step(train_dir) or 0) < 5:
+    assert first.process.poll() is None, first.log()[-4000:]
+    assert time.monotonic() < deadline, first.log()[-4000:]
+    time.sleep(0.5)
+  log = first.log()
+  assert ('[worker1] INFO:tensorflow:global batch per step: 8 per clone x 2 '
+          'clones x 2 workers (all-reduce) = 32 examples') in log
+  first.process.send_signal(signal.SIGTERM)
+  assert first.wait() == 128 + signal.SIGTERM
+  stopped_at = _checkpoint_step(train_dir)
+  # Only the chief wrote checkpoints and summaries into train_dir.
+  assert not [f for f in os.listdir(train_dir) if 'worker1' in f]
+
+  log = _run_to_end(str(tmp_path / 'resume.log'), 0, 2, _train_args(
+      digits_dir, train_dir, stopped_at + 5, '--num_clones=2'))
+  assert ('[worker0] INFO:tensorflow:Restoring parameters from %s/model.ckpt-'
+          '%d\n' % (train_dir, stopped_at)) in log
+  # Worker 1 continued from the chief's global step, not from 0: the
+  # broadcast gave it the restored variables. Every step is global. (The
+  # progress log starts with the second step: it times step deltas.)
+  steps = _step_lines(log, 'worker1')
+  assert steps[-1] == stopped_at + 4 and steps[0] >= stopped_at, steps
+  assert _step_lines(log, 'worker0') == steps
+  assert _checkpoint_step(train_dir) == stopped_at + 5
+
+
+@pytest.mark.slow
+def test_a_killed_worker_stops_the_other_within_the_timeout(digits_dir,
+                                                            tmp_path):
+  train_dir = str(tmp_path / 'train')
+  output = tmp_path / 'cluster.log'
+  local = launch.LocalCluster(
+      ['train_image_classifier.py'] + _train_args(
+          digits_dir, train_dir, 100000, '--collective_timeout_secs=20'),
+      0, 2, env=dict(script_env(), TF_NUM_INTRAOP_THREADS='1',
+                     TF_NUM_INTEROP_THREADS='1'),
+      output=open(output, 'w'), cwd=REPO, grace_secs=5)
+  try:
+    local.start()
+    deadline = time.monotonic() + 120
+    while not re.search(r'^\[worker1\] INFO:tensorflow:step 3:',
+                        output.read_text(), re.M):
+      assert time.monotonic() < deadline, output.read_text()[-4000:]
+      time.sleep(0.2)
+    os.killpg(local.processes['worker1'].pid, signal.SIGKILL)
+    killed = time.monotonic()
+    status = local.processes['worker0'].wait(timeout=LAUNCH_TIMEOUT)
+    waited = time.monotonic() - killed
+  finally:
+    local.stop()
+  log = output.read_text()
+  assert status == 1, log[-4000:]
+  assert waited < 20 + 15, waited
+  worker1 = local.worker_hosts[1]
+  assert re.search(
+      r'^\[worker0\] error: the all-reduce between the 2 workers failed '
+      r'\(collective op \S+, --collective_timeout_secs=20\): worker task 1 '
+      r'\(%s\) stopped or never started. Restart the whole cluster: every '
+      r'worker resumes from the latest checkpoint in %s$'
+      % (re.escape(worker1), re.escape(train_dir)), log, re.M), log[-4000:]
+
+
+@pytest.mark.slow
+def test_workers_given_different_clusters_stop_before_writing(digits_dir,
+                                                             tmp_path):
+  train_dir = str(tmp_path / 'train')
+  ports = launch.free_ports(3)
+  hosts = ['127.0.0.1:%d' % p for p in ports]
+  args = [os.path.join(REPO, 'train_image_classifier.py')] + _train_args(
+      digits_dir, train_dir, 20, '--collective_timeout_secs=30')
+  processes = []
+  for index, workers in ((0, hosts[:2]), (1, hosts)):
+    env = dict(script_env(), TF_CONFIG=launch.tf_config(
+        [], workers, 'worker', index))
+    processes.append(subprocess.Popen(
+        [sys.executable] + args, cwd=REPO, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True))
+  try:
+    outputs = [p.communicate(timeout=LAUNCH_TIMEOUT)[0] for p in processes]
+  finally:
+    for process in processes:
+      if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+  for index, (process, output) in enumerate(zip(processes, outputs)):
+    assert process.returncode == 2, output[-3000:]
+    listed = hosts[:2] if index == 0 else hosts
+    assert ('error: the all-reduce workers were given different clusters: '
+            'this worker (task %d, from TF_CONFIG) lists %d workers, %s, and '
+            'another lists other ones; give every task the same '
+            '--worker_hosts (or TF_CONFIG cluster)\n'
+            % (index, len(listed), ','.join(listed))) in output, output[-3000:]
+  assert not os.path.exists(train_dir)
