@@ -160,7 +160,8 @@ def build_training_graph(config):
                                              learning_rate)],
       sync_batch_norm=f.sync_batch_norm,
       accumulation_steps=f.accumulation_steps,
-      clip_gradient_norm=f.clip_gradient_norm, precision=f.precision)
+      clip_gradient_norm=f.clip_gradient_norm, precision=f.precision,
+      replica_averaging_steps=f.replica_averaging_steps)
   sync_optimizer = (optimizer if config.sync_optimizer_replicas else None)
   return TrainingGraph(model.train_op, learning_rate, model.total_loss,
                        model.summary_op, fine_tune_init_fn(config),

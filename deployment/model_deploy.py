@@ -138,6 +138,7 @@ def _all_reduce_replicas(config):
 # instance keys count from 1 in every CollectiveGroup.
 _GRADIENTS_GROUP_KEY = 2
 _BROADCAST_GROUP_KEY = 3
+_AVERAGING_GROUP_KEY = 5  # 4: training.replica_session's cluster check.
 
 
 def _replica_group(config, group_key):
@@ -366,7 +367,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            variable_averages=None, variables_to_average=None,
            summaries=None, sync_batch_norm=False, accumulation_steps=1,
            clip_gradient_norm=None, precision='float32', loss_scale=None,
-           all_reduce_buffer_bytes=collectives.DEFAULT_BUFFER_BYTES):
+           all_reduce_buffer_bytes=collectives.DEFAULT_BUFFER_BYTES,
+           replica_averaging_steps=None):
   """Builds the clones, their losses and (with an optimizer) the train op.
 
   The update ops (e.g. batch-norm moving averages) of the first clone run
@@ -434,6 +436,12 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       update; every replica applies the same update. Start the replicas
       from the chief's weights with `broadcast_variables` or
       `BroadcastVariablesHook`.
+    replica_averaging_steps: k, for all-reduce replicas only: instead of
+      averaging the gradients every step, each replica applies its own and
+      every k-th global step the replicas average the variables they train
+      (the optimizer's slots stay each replica's own). Nothing crosses the
+      network in between. With k = 1 (and SGD or momentum) the result is
+      that of averaging the gradients.
 
   Returns:
     A DeployedModel. `train_op` (named 'train_op', None without optimizer)
@@ -450,8 +458,14 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   options = _TrainingOptions(
       summarize_gradients, var_list, update_ops, variable_averages,
       variables_to_average, summaries or [], accumulation_steps,
-      clip_gradient_norm, precision, loss_scale, all_reduce_buffer_bytes)
+      clip_gradient_norm, precision, loss_scale, all_reduce_buffer_bytes,
+      replica_averaging_steps)
   options.check(optimizer)
+  if replica_averaging_steps is not None and not config.all_reduce_replicas:
+    raise ValueError(
+        'replica_averaging_steps=%r needs all-reduce replicas (several '
+        'replicas and no ps tasks), got %r'
+        % (replica_averaging_steps, config))
   with slim_compat.identity_equality():
     # The graph's summaries so far; of the clones', only the first's.
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
@@ -510,6 +524,7 @@ class _TrainingOptions:
   precision: str
   loss_scale: typing.Any
   all_reduce_buffer_bytes: int
+  replica_averaging_steps: typing.Optional[int]
 
   def check(self, optimizer):
     if self.variable_averages is not None and optimizer is None:
@@ -524,6 +539,11 @@ class _TrainingOptions:
       raise ValueError('clip_gradient_norm must be > 0 (or None: no '
                        'clipping), got %r' % (self.clip_gradient_norm,))
     precision_lib.check_precision(self.precision)
+    every = self.replica_averaging_steps
+    if every is not None and (isinstance(every, bool) or not isinstance(
+        every, int) or every < 1):
+      raise ValueError('replica_averaging_steps must be an integer >= 1 (or '
+                       'None), got %r' % (every,))
     size = self.all_reduce_buffer_bytes
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
       raise ValueError('all_reduce_buffer_bytes must be an integer >= 1, got '
@@ -575,6 +595,26 @@ def _averaging_over_replicas(config, apply, buffer_bytes):
   return averaged_then_apply
 
 
+def _then_averaging_replicas(config, step_op, global_step, variables, every,
+                             buffer_bytes):
+  """step_op, then, when the global step reaches a multiple of `every`, the
+  variables averaged over the replicas (all take that branch together:
+  their global steps are equal)."""
+  group = _replica_group(config, _AVERAGING_GROUP_KEY)
+  with tf.control_dependencies([step_op]):
+    due = tf.equal(tf.math.floormod(global_step.read_value(),
+                                    tf.cast(every, global_step.dtype)), 0)
+
+  def average():
+    means = collectives.all_reduce_mean(
+        [v.read_value() for v in variables], group, 0, 'replica_average',
+        buffer_bytes)
+    return tf.group(*[v.assign(mean, read_value=False)
+                      for v, mean in zip(variables, means)])
+
+  return tf.cond(due, average, tf.no_op, name='average_replicas')
+
+
 def _deploy_clones(config, clones, optimizer, global_step, options,
                    summaries):
   summaries.update(options.summaries)
@@ -606,7 +646,7 @@ def _deploy_clones(config, clones, optimizer, global_step, options,
       if loss_scale is not None:
         apply = loss_scale.apply_if_finite(apply)
         summaries.add(scalar_summary('loss_scale', loss_scale.scale))
-      if config.all_reduce_replicas:
+      if config.all_reduce_replicas and not options.replica_averaging_steps:
         apply = _averaging_over_replicas(config, apply,
                                          options.all_reduce_buffer_bytes)
       if options.accumulation_steps > 1:
@@ -614,6 +654,10 @@ def _deploy_clones(config, clones, optimizer, global_step, options,
             grads_and_vars, options.accumulation_steps, apply)
       else:
         step_op = apply(grads_and_vars)
+      if options.replica_averaging_steps:
+        step_op = _then_averaging_replicas(
+            config, step_op, global_step, [v for _, v in grads_and_vars],
+            options.replica_averaging_steps, options.all_reduce_buffer_bytes)
       with tf.control_dependencies([step_op] + update_ops):
         train_op = tf.identity(total_loss, name='train_op')
     else:

@@ -278,3 +278,57 @@ def test_accumulation_all_reduces_the_mean_of_the_micro_steps(cluster):
   for name, value in expected.items():
     np.testing.assert_allclose(replicas[1][1][name], value, atol=1e-5)
     assert not np.allclose(value, start[name], atol=1e-4)
+
+
+def _run_replicas(cluster, steps, **deploy_kwargs):
+  """Both replicas' weights after every step (seeds differ; broadcast)."""
+  x, y = data()
+
+  def replica(index, server):
+    config = cluster.deployment(index)
+    with tf.Graph().as_default():
+      tf.set_random_seed(index)
+      model = model_deploy.deploy(
+          config, _model_fn(replica_batches(x, y, index, 2)),
+          optimizer=tf.train.MomentumOptimizer(0.1, 0.9), **deploy_kwargs)
+      broadcast = model_deploy.broadcast_variables(config)
+      weights = _weights()
+      session_config = model_deploy.session_config(
+          config, device_filters=['/job:worker/task:%d' % index])
+      with tf.Session(server.target, config=session_config) as session:
+        session.run(tf.global_variables_initializer())
+        session.run(broadcast)
+        history = []
+        for _ in range(steps):
+          session.run(model.train_op)
+          history.append(session.run(weights))
+        return history
+
+  return cluster.run(replica)
+
+
+def test_averaging_every_step_equals_averaging_the_gradients(cluster):
+  averaged = _run_replicas(cluster, 3, replica_averaging_steps=1)
+  reduced = _run_replicas(cluster, 3)
+  for name, value in reduced[0][-1].items():
+    np.testing.assert_allclose(averaged[0][-1][name], value, atol=1e-5)
+    np.testing.assert_allclose(averaged[1][-1][name], value, atol=1e-5)
+
+
+def test_averaging_every_k_steps_syncs_only_then(cluster):
+  history = _run_replicas(cluster, 10, replica_averaging_steps=5)
+  for step, (chief, other) in enumerate(zip(*history), start=1):
+    same = all(np.array_equal(chief[n], other[n]) for n in chief)
+    # Global step 5 and 10 end with the average; the others do not.
+    assert same == (step % 5 == 0), step
+
+
+def test_averaging_needs_all_reduce_replicas():
+  x, y = data()
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match='replica_averaging_steps=2 needs '
+                       'all-reduce replicas'):
+      model_deploy.deploy(
+          model_deploy.DeploymentConfig(num_replicas=2, num_ps_tasks=1),
+          _model_fn([(x, y)]), optimizer=tf.train.GradientDescentOptimizer(
+              0.1), replica_averaging_steps=2)

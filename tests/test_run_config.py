@@ -95,6 +95,12 @@ def test_every_bad_flag_is_reported_at_once(digits_dir):
       '--num_ps_tasks=1'],
      '--replicas_to_aggregate=3 is more than the 2 worker(s) of '
      '--worker_replicas: a global step would never complete; use at most 2'),
+    (['--replica_averaging_steps=10'], '--replica_averaging_steps=10 is for '
+     'all-reduce workers: a cluster of several workers and no ps tasks; '
+     'drop it'),
+    (['--worker_hosts=127.0.0.1:2222,127.0.0.1:2223', '--job_name=worker',
+      '--replica_averaging_steps=0'], '--replica_averaging_steps must be >= 1 '
+     '(unset: average the gradients every step), got 0'),
     (['--worker_replicas=2'], '--worker_replicas=2 with --num_ps_tasks=0 '
      'all-reduces between worker tasks, which needs the cluster: give '
      '--worker_hosts, --job_name and --task or TF_CONFIG (python -m '

@@ -45,6 +45,11 @@ flags.DEFINE_integer('accumulation_steps', 1,
                      'Micro-steps per update: gradients of this many runs are '
                      'accumulated and applied as one step; the global batch '
                      'and the global step count updates.')
+flags.DEFINE_integer('replica_averaging_steps', None,
+                     'All-reduce workers (no ps tasks) only: each worker '
+                     'applies its own gradients and every this many global '
+                     'steps the workers average their weights, instead of '
+                     'averaging the gradients every step.')
 flags.DEFINE_float('clip_gradient_norm', None,
                    'Clip the gradient by this global norm (of the gradient '
                    'summed over the clones and micro-steps); None: no '

@@ -54,6 +54,8 @@ _RANGES = (
     ('non_chief_wait_secs', lambda v: v >= 1, '>= 1'),
     ('collective_timeout_secs', lambda v: v > 0, '> 0'),
     ('accumulation_steps', lambda v: v >= 1, '>= 1 (1: no accumulation)'),
+    ('replica_averaging_steps', lambda v: v >= 1,
+     '>= 1 (unset: average the gradients every step)'),
     ('clip_gradient_norm', lambda v: v > 0, '> 0 (leave it unset for no '
      'clipping)'),
 )
@@ -267,6 +269,11 @@ _LAUNCH_EXAMPLE = ('python -m deployment.launch --num_ps 0 --num_workers 2 '
 def _check_all_reduce(f, num_workers, task, problems):
   """Several workers without ps tasks all-reduce: that needs a cluster
   and is synchronous already."""
+  problems.check(
+      f.replica_averaging_steps is None or (task is not None
+                                            and task.all_reduce),
+      '--replica_averaging_steps=%s is for all-reduce workers: a cluster of '
+      'several workers and no ps tasks; drop it' % f.replica_averaging_steps)
   if task is None:
     problems.check(
         f.worker_replicas == 1 or f.num_ps_tasks > 0,
