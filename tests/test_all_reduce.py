@@ -109,8 +109,10 @@ class Cluster:
     return results
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture
 def cluster():
+  # New servers per test: a server keeps the shape of every collective
+  # instance it has run, and the tests' graphs reuse instance keys.
   return Cluster(2)
 
 
@@ -332,3 +334,18 @@ def test_averaging_needs_all_reduce_replicas():
           model_deploy.DeploymentConfig(num_replicas=2, num_ps_tasks=1),
           _model_fn([(x, y)]), optimizer=tf.train.GradientDescentOptimizer(
               0.1), replica_averaging_steps=2)
+
+
+
+def test_sync_batch_norm_across_replicas_is_refused_clearly():
+  x, y = data()
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True, separate_cpu_devices=True,
+      replica_id=0, num_replicas=2)
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match=r'sync_batch_norm with all-reduce '
+                       r'replicas \(2 replicas, no ps tasks\) is not '
+                       r'supported yet'):
+      model_deploy.deploy(config, _model_fn([(x, y), (x, y)]),
+                          optimizer=tf.train.GradientDescentOptimizer(0.1),
+                          sync_batch_norm=True)
