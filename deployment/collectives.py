@@ -21,6 +21,15 @@ import itertools
 
 from deployment.slim_compat import tf
 
+# The group keys of a deployment's collectives, one per use: instance keys
+# count from 1 in every CollectiveGroup, so two uses sharing a key would
+# clash. Replica groups span the workers of a cluster.
+CLONES_GROUP_KEY = 1          # sync batch norm between the clones
+REPLICA_GRADIENTS_GROUP_KEY = 2
+REPLICA_BROADCAST_GROUP_KEY = 3
+CLUSTER_CHECK_GROUP_KEY = 4   # the workers' start-up agreement
+REPLICA_AVERAGING_GROUP_KEY = 5
+
 # Errors a collective raises when a member never arrives or the group breaks.
 COLLECTIVE_ERRORS = (tf.errors.DeadlineExceededError,
                      tf.errors.UnavailableError, tf.errors.CancelledError)
@@ -69,12 +78,18 @@ def _communication_hint(tensor):
   return 'nccl' if 'GPU' in (tensor.device or '').upper() else 'auto'
 
 
+def _attributes(group, instance_key, tensor):
+  """The attributes every collective op of `group` takes."""
+  return dict(group_size=group.group_size, group_key=group.group_key,
+              instance_key=instance_key,
+              communication_hint=_communication_hint(tensor),
+              timeout_seconds=float(group.timeout_seconds or 0))
+
+
 def _reduce(tensor, group, instance_key):
   return tf.raw_ops.CollectiveReduceV2(
-      input=tensor, group_size=group.group_size, group_key=group.group_key,
-      instance_key=instance_key, ordering_token=[], merge_op='Add',
-      final_op='Id', communication_hint=_communication_hint(tensor),
-      timeout_seconds=float(group.timeout_seconds or 0))
+      input=tensor, ordering_token=[], merge_op='Add', final_op='Id',
+      **_attributes(group, instance_key, tensor))
 
 
 def all_reduce_sum(tensor, group, name, member):
@@ -188,10 +203,8 @@ def broadcast(tensors, group, member, name, is_source,
   """
 
   def send_or_receive(flat, number):
-    key = group.instance_key('%s/buffer_%d' % (name, number), member)
-    common = dict(group_size=group.group_size, group_key=group.group_key,
-                  instance_key=key, communication_hint=_communication_hint(
-                      flat), timeout_seconds=float(group.timeout_seconds or 0))
+    common = _attributes(group, group.instance_key(
+        '%s/buffer_%d' % (name, number), member), flat)
     if is_source:
       return tf.raw_ops.CollectiveBcastSendV2(input=flat, **common)
     # Static: the receiver's own values (`flat`) are never computed.

@@ -132,15 +132,8 @@ def _clone_group(config, sync_batch_norm):
         'one replica only. Train without sync_batch_norm, or on one '
         'machine' % config.num_replicas)
   return collectives.CollectiveGroup(
-      config.num_clones, group_key=1,
+      config.num_clones, group_key=collectives.CLONES_GROUP_KEY,
       timeout_seconds=config.collective_timeout_secs)
-
-
-# Group keys of the replicas' collectives. Each use has a key of its own:
-# instance keys count from 1 in every CollectiveGroup.
-_GRADIENTS_GROUP_KEY = 2
-_BROADCAST_GROUP_KEY = 3
-_AVERAGING_GROUP_KEY = 5  # 4: training.replica_session's cluster check.
 
 
 def _replica_group(config, group_key):
@@ -588,7 +581,8 @@ def _averaging_over_replicas(config, apply, buffer_bytes):
   the same gradients and takes the same branch (a replica that skipped the
   collective would leave the others waiting).
   """
-  group = _replica_group(config, _GRADIENTS_GROUP_KEY)
+  group = _replica_group(
+      config, collectives.REPLICA_GRADIENTS_GROUP_KEY)
 
   def averaged_then_apply(grads_and_vars):
     return apply(collectives.all_reduce_mean_gradients(
@@ -602,7 +596,8 @@ def _then_averaging_replicas(config, step_op, global_step, variables, every,
   """step_op, then, when the global step reaches a multiple of `every`, the
   variables averaged over the replicas (all take that branch together:
   their global steps are equal)."""
-  group = _replica_group(config, _AVERAGING_GROUP_KEY)
+  group = _replica_group(
+      config, collectives.REPLICA_AVERAGING_GROUP_KEY)
   with tf.control_dependencies([step_op]):
     due = tf.equal(tf.math.floormod(global_step.read_value(),
                                     tf.cast(every, global_step.dtype)), 0)
@@ -696,7 +691,7 @@ def broadcast_variables(config, variables=None):
       tf.name_scope('broadcast_variables'):
     values = collectives.broadcast(
         [v.read_value() for v in variables],
-        _replica_group(config, _BROADCAST_GROUP_KEY), 0,
+        _replica_group(config, collectives.REPLICA_BROADCAST_GROUP_KEY), 0,
         'broadcast_variables', is_source=config.is_chief)
     if config.is_chief:
       return tf.group(*values)

@@ -26,13 +26,13 @@ def main(out_dir, steps):
       num_replicas=task.num_workers, collective_timeout_secs=60)
   server = cluster.start_server(task, model_deploy.session_config(config))
   x, y = test_all_reduce.data()
-  losses, end, start = test_all_reduce.train(
+  run = test_all_reduce.train(
       config, test_all_reduce.replica_batches(x, y, task.task_index, 2),
       steps, master=server.target, seed=task.task_index + 1,
       session_kwargs=dict(device_filters=task.device_filters))
-  arrays = {'losses': np.array(losses)}
-  arrays.update({'start/' + k: v for k, v in start.items()})
-  arrays.update({'end/' + k: v for k, v in end.items()})
+  arrays = {'losses': np.array(run.losses)}
+  arrays.update({'start/' + k: v for k, v in run.start.items()})
+  arrays.update({'end/' + k: v for k, v in run.end.items()})
   np.savez(os.path.join(out_dir, 'worker%d.npz' % task.task_index), **arrays)
 
 

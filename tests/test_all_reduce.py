@@ -6,6 +6,7 @@ are. (tests/test_cluster_e2e.py runs them as real processes through the
 training script.)
 """
 
+import collections
 import threading
 
 import numpy as np
@@ -44,9 +45,14 @@ def _weights():
   return {v.op.name: v for v in tf.trainable_variables()}
 
 
+# What `train` returns: the loss of each step, the weights at the end, at the
+# start (after the broadcast) and after each step ({name: value} each).
+Run = collections.namedtuple('Run', ['losses', 'end', 'start', 'history'])
+
+
 def train(config, batches, steps, master='', seed=0, session_kwargs=None,
           start=None, **deploy_kwargs):
-  """Builds and runs one replica; returns (losses, weights, start weights).
+  """Builds and runs one replica; returns a Run.
 
   `start`: {name: value} of the weights to start from instead of `seed`'s.
   """
@@ -65,8 +71,11 @@ def train(config, batches, steps, master='', seed=0, session_kwargs=None,
         weights[name].load(value, session)
       session.run(broadcast)
       start = session.run(weights)
-      losses = [session.run(model.train_op) for _ in range(steps)]
-      return losses, session.run(weights), start
+      losses, history = [], []
+      for _ in range(steps):
+        losses.append(session.run(model.train_op))
+        history.append(session.run(weights))
+      return Run(losses, history[-1], start, history)
 
 
 class Cluster:
@@ -146,26 +155,28 @@ def train_one_device(steps, start=None):
 def test_two_replicas_of_two_clones_equal_one_device_with_the_whole_batch(
     cluster):
   replicas = _train_replicas(cluster, steps=3)
-  losses, weights, _ = train_one_device(steps=3)
-  for replica_losses, replica_weights, _ in replicas:
-    for name, value in weights.items():
-      np.testing.assert_allclose(replica_weights[name], value, atol=1e-5)
+  one_device = train_one_device(steps=3)
+  for replica in replicas:
+    for name, value in one_device.end.items():
+      np.testing.assert_allclose(replica.end[name], value, atol=1e-5)
   # Each replica's loss is its half's; their mean is the whole batch's.
   np.testing.assert_allclose(
-      np.mean([r[0] for r in replicas], axis=0), losses, atol=1e-5)
+      np.mean([r.losses for r in replicas], axis=0), one_device.losses,
+      atol=1e-5)
 
 
 def test_without_all_reduce_a_worker_alone_drifts_from_the_whole_batch():
   x, y = data()
-  _, alone, _ = train(model_deploy.DeploymentConfig(
-      num_clones=2, clone_on_cpu=True), replica_batches(x, y, 0, 2), 3)
-  _, weights, _ = train_one_device(steps=3)
+  alone = train(model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True), replica_batches(x, y, 0, 2), 3).end
+  weights = train_one_device(steps=3).end
   assert max(np.abs(alone[n] - weights[n]).max() for n in weights) > 1e-3
 
 
 def test_replicas_start_from_the_chief_weights_and_stay_identical(cluster):
   replicas = _train_replicas(cluster, steps=20, seeds=(1, 2))
-  (_, chief_end, chief_start), (_, other_end, other_start) = replicas
+  chief_end, chief_start = replicas[0].end, replicas[0].start
+  other_end, other_start = replicas[1].end, replicas[1].start
   for name in chief_start:
     np.testing.assert_array_equal(other_start[name], chief_start[name])
     np.testing.assert_array_equal(other_end[name], chief_end[name])
@@ -282,44 +293,20 @@ def test_accumulation_all_reduces_the_mean_of_the_micro_steps(cluster):
     assert not np.allclose(value, start[name], atol=1e-4)
 
 
-def _run_replicas(cluster, steps, **deploy_kwargs):
-  """Both replicas' weights after every step (seeds differ; broadcast)."""
-  x, y = data()
-
-  def replica(index, server):
-    config = cluster.deployment(index)
-    with tf.Graph().as_default():
-      tf.set_random_seed(index)
-      model = model_deploy.deploy(
-          config, _model_fn(replica_batches(x, y, index, 2)),
-          optimizer=tf.train.MomentumOptimizer(0.1, 0.9), **deploy_kwargs)
-      broadcast = model_deploy.broadcast_variables(config)
-      weights = _weights()
-      session_config = model_deploy.session_config(
-          config, device_filters=['/job:worker/task:%d' % index])
-      with tf.Session(server.target, config=session_config) as session:
-        session.run(tf.global_variables_initializer())
-        session.run(broadcast)
-        history = []
-        for _ in range(steps):
-          session.run(model.train_op)
-          history.append(session.run(weights))
-        return history
-
-  return cluster.run(replica)
-
-
 def test_averaging_every_step_equals_averaging_the_gradients(cluster):
-  averaged = _run_replicas(cluster, 3, replica_averaging_steps=1)
-  reduced = _run_replicas(cluster, 3)
-  for name, value in reduced[0][-1].items():
-    np.testing.assert_allclose(averaged[0][-1][name], value, atol=1e-5)
-    np.testing.assert_allclose(averaged[1][-1][name], value, atol=1e-5)
+  averaged = _train_replicas(cluster, 3, seeds=(0, 1),
+                             replica_averaging_steps=1)
+  reduced = _train_replicas(cluster, 3, seeds=(0, 1))
+  for name, value in reduced[0].end.items():
+    np.testing.assert_allclose(averaged[0].end[name], value, atol=1e-5)
+    np.testing.assert_allclose(averaged[1].end[name], value, atol=1e-5)
 
 
 def test_averaging_every_k_steps_syncs_only_then(cluster):
-  history = _run_replicas(cluster, 10, replica_averaging_steps=5)
-  for step, (chief, other) in enumerate(zip(*history), start=1):
+  chief_run, other_run = _train_replicas(cluster, 10, seeds=(0, 1),
+                                         replica_averaging_steps=5)
+  for step, (chief, other) in enumerate(
+      zip(chief_run.history, other_run.history), start=1):
     same = all(np.array_equal(chief[n], other[n]) for n in chief)
     # Global step 5 and 10 end with the average; the others do not.
     assert same == (step % 5 == 0), step

@@ -52,12 +52,12 @@ def test_two_worker_processes_equal_one_device_and_stay_bit_identical(
     np.testing.assert_array_equal(_named(other, 'end/')[name], value)
   # From the chief's start, one device with the whole batch takes the
   # same 20 steps.
-  losses, weights, _ = test_all_reduce.train_one_device(
+  one_device = test_all_reduce.train_one_device(
       20, start=_named(chief, 'start/'))
-  for name, value in weights.items():
+  for name, value in one_device.end.items():
     np.testing.assert_allclose(_named(chief, 'end/')[name], value, atol=1e-5)
-  np.testing.assert_allclose((chief['losses'] + other['losses']) / 2, losses,
-                             atol=1e-5)
+  np.testing.assert_allclose((chief['losses'] + other['losses']) / 2,
+                             one_device.losses, atol=1e-5)
 
 
 def _step_lines(log, worker):

@@ -15,6 +15,7 @@ import re
 import zlib
 
 from deployment import cluster
+from deployment import collectives
 from deployment import model_deploy
 from deployment.slim_compat import tf
 
@@ -197,13 +198,13 @@ def check_same_cluster(task, deployment, master, timeout_secs):
   """
   listed = ','.join(task.worker_hosts)
   fingerprint = float(zlib.crc32(listed.encode()))
+  group = collectives.CollectiveGroup(
+      task.num_workers, group_key=collectives.CLUSTER_CHECK_GROUP_KEY,
+      timeout_seconds=timeout_secs)
   with tf.Graph().as_default():
     with tf.device(deployment.optimizer_device()):
-      total = tf.raw_ops.CollectiveReduceV2(
-          input=tf.constant([fingerprint], tf.float64),
-          group_size=task.num_workers, group_key=4, instance_key=1,
-          ordering_token=[], merge_op='Add', final_op='Id',
-          timeout_seconds=float(timeout_secs))
+      total = collectives.all_reduce_sum(
+          tf.constant([fingerprint], tf.float64), group, 'cluster_check', 0)
     config = model_deploy.session_config(
         deployment, device_filters=task.device_filters)
     with tf.Session(master, config=config) as session:
