@@ -36,6 +36,7 @@ from deployment import collectives
 from deployment import model_deploy
 from deployment import precision
 from deployment.slim_compat import tf
+from training import checkpoint_state
 from training import cli
 from training import fine_tune
 from training import hooks
@@ -92,6 +93,8 @@ def train(config, master, extra_hooks=()):
     UsageError: a flag that only the built graph shows to be wrong.
     TrainingDiverged: the loss or the weights became NaN.
   """
+  if config.is_chief:
+    checkpoint_state.adopt(config.train_dir)
   with tf.Graph().as_default(), preemption.SignalStop() as stop:
     graph = build_training_graph(config)
     for line in config.plan.describe():
@@ -234,7 +237,8 @@ def warn_if_no_gpu(deployment):
 def training_session(config, graph, master, extra_hooks):
   """The MonitoredSession: checkpoints, summaries, progress, stop step."""
   f = config.flags
-  saver = graph.batches.saver(max_to_keep=5)
+  # Relative paths: a copied train_dir names its own checkpoints.
+  saver = graph.batches.saver(max_to_keep=5, save_relative_paths=True)
   restoring_saver = None
   all_reduce = config.deployment.all_reduce_replicas
   if config.is_chief:
@@ -251,6 +255,8 @@ def training_session(config, graph, master, extra_hooks):
   if graph.sync_optimizer is not None:
     every_worker.extend(replica_session.sync_replicas_hooks(
         graph.sync_optimizer, config.is_chief, config.num_workers))
+  if not all_reduce:  # All-reduce workers do not recover: see below.
+    every_worker.append(hooks.SessionRecoveryLogHook())
   every_worker.extend(extra_hooks)
   chief_only = []
   if config.is_chief:  # Building the saver hook on a worker would log it.

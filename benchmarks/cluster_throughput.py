@@ -101,7 +101,20 @@ def parse_args(argv=None):
   parser.add_argument('--results_dir', default=None,
                       help='folder of the result file cluster_throughput.md; '
                       'default: benchmarks/results')
-  return parser.parse_args(argv)
+  parser.add_argument('--setups', default=None,
+                      help='comma-separated names of the setups to run, '
+                      'from: %s (default: all; alone always runs, as the '
+                      'ratios are to it)' % ', '.join(s[0] for s in SETUPS))
+  args = parser.parse_args(argv)
+  names = set(args.setups.split(',')) if args.setups else None
+  unknown = sorted((names or set()) - {setup[0] for setup in SETUPS})
+  if unknown:
+    parser.error('--setups: unknown setup(s) %s; use names from: %s' % (
+        ', '.join(repr(name) for name in unknown),
+        ', '.join(setup[0] for setup in SETUPS)))
+  args.setups = [setup for setup in SETUPS if names is None or
+                 setup[0] in names or setup is SETUPS[0]]
+  return args
 
 
 def _loopback_bytes():
@@ -226,11 +239,12 @@ def window(samples, warmup_steps, batch_size):
 
 
 def measure(args, dataset_dir):
-  measured = {setup[0]: [] for setup in SETUPS}
+  setups = args.setups
+  measured = {setup[0]: [] for setup in setups}
   for round_index in range(args.rounds):
-    first = round_index % len(SETUPS)  # Rotates, so no setup always leads.
-    for name, num_ps, num_workers, extra, batches in (SETUPS[first:] +
-                                                      SETUPS[:first]):
+    first = round_index % len(setups)  # Rotates, so no setup always leads.
+    for name, num_ps, num_workers, extra, batches in (setups[first:] +
+                                                      setups[:first]):
       train_dir = tempfile.mkdtemp(prefix='cluster_throughput_')
       try:
         if num_ps + num_workers == 1:
@@ -265,7 +279,7 @@ def table(args, measured):
       'examples/sec per round |',
       '|---|---:|---:|---:|---:|---:|---:|---|',
   ]
-  for name, num_ps, num_workers, _, _ in SETUPS:
+  for name, num_ps, num_workers, _, _ in args.setups:
     rate, cpu, sent = (statistics.median(r[i] for r in measured[name])
                        for i in range(3))
     lines.append('| %s | %d | %.0f | %.0f | %.3f | %.2f | %.1f | %s |' % (

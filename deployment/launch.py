@@ -21,6 +21,12 @@ The launcher exits with:
   124  when --timeout passed first;
   130/143 on Ctrl-C / SIGTERM, after stopping every task.
 
+With --ps_restarts N a ps task that dies is started again (same address,
+same TF_CONFIG), up to N times in all, as a cluster manager would restart
+it: the workers of an asynchronous run re-create their sessions, the chief
+restores the latest checkpoint onto it, and training goes on (see
+training/hooks.py, SessionRecoveryLogHook).
+
 Tasks are stopped with SIGTERM (a ps task exits cleanly on it), then SIGKILL
 after --grace_secs. Each task is in its own process group and, on Linux,
 dies with the launcher even if the launcher is killed with SIGKILL.
@@ -92,14 +98,18 @@ class LocalCluster:
     output: where prefixed lines go (sys.stdout by default).
     cwd: working directory of the tasks.
     grace_secs: seconds between SIGTERM and SIGKILL when stopping a task.
+    ps_restarts: how many times in all a ps task that dies is started
+      again before its death stops the cluster.
   """
 
   def __init__(self, command, num_ps, num_workers, env=None, output=None,
-               cwd=None, grace_secs=10):
+               cwd=None, grace_secs=10, ps_restarts=0):
     if num_workers < 1:
       raise ValueError('num_workers must be >= 1, got %d' % num_workers)
     if num_ps < 0:
       raise ValueError('num_ps must be >= 0, got %d' % num_ps)
+    if ps_restarts < 0:
+      raise ValueError('ps_restarts must be >= 0, got %d' % ps_restarts)
     if num_workers == 1 and num_ps == 0:
       raise ValueError('--num_ps 0 --num_workers 1 is no cluster: without '
                        'ps tasks the workers all-reduce, which takes at '
@@ -109,6 +119,7 @@ class LocalCluster:
     self._output = output or sys.stdout
     self._cwd = cwd
     self._grace_secs = grace_secs
+    self._ps_restarts_left = ps_restarts
     ports = free_ports(num_ps + num_workers)
     addresses = ['%s:%d' % (HOST, port) for port in ports]
     self.ps_hosts = addresses[:num_ps]
@@ -155,17 +166,36 @@ class LocalCluster:
     """Starts the ps tasks, then the workers, then relays their output.
 
     The relaying threads start last so that no thread of ours runs while a
-    task is forked (see preexec_fn in the subprocess documentation).
+    task is forked (see preexec_fn in the subprocess documentation); a ps
+    task restarted later is forked while they run, which is safe as long
+    as the child only calls prctl before exec, as _die_with_parent does.
     """
     for i, name in enumerate(self.ps_names):
       self._start_task(name, 'ps', i)
     for i, name in enumerate(self.worker_names):
       self._start_task(name, 'worker', i)
-    for name, process in self.processes.items():
-      pump = threading.Thread(target=self._pump, args=(name, process.stdout),
-                              daemon=True)
-      pump.start()
-      self._pumps.append(pump)
+    for name in self.processes:
+      self._start_pump(name)
+
+  def _start_pump(self, name):
+    pump = threading.Thread(target=self._pump,
+                            args=(name, self.processes[name].stdout),
+                            daemon=True)
+    pump.start()
+    self._pumps.append(pump)
+
+  def _restart_stopped_ps_tasks(self):
+    for i, name in enumerate(self.ps_names):
+      code = self.processes[name].poll()
+      if code is None or self._ps_restarts_left <= 0:
+        continue
+      self._ps_restarts_left -= 1
+      self.write('[launch] %s exited with status %d; restarting it on %s '
+                 '(%d more restart(s) allowed)\n' % (
+                     name, exit_status(code), self.ps_hosts[i],
+                     self._ps_restarts_left))
+      self._start_task(name, 'ps', i)
+      self._start_pump(name)
 
   def wait(self, timeout=None, poll_secs=0.2):
     """Waits for the workers; returns the launcher's exit status.
@@ -175,6 +205,7 @@ class LocalCluster:
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
       while True:
+        self._restart_stopped_ps_tasks()
         failed = self._first_failure()
         if failed is not None:
           name, status = failed
@@ -247,6 +278,10 @@ def parse_args(argv):
                       help='TF_NUM_INTEROP_THREADS of every task')
   parser.add_argument('--grace_secs', type=float, default=10,
                       help='seconds between SIGTERM and SIGKILL when stopping')
+  parser.add_argument('--ps_restarts', type=int, default=0,
+                      help='start a ps task that dies again, up to this many '
+                           'times in all (default 0: its death stops the '
+                           'cluster)')
   parser.add_argument('command', nargs=argparse.REMAINDER,
                       help='the script and its arguments, after --')
   args = parser.parse_args(argv)
@@ -271,7 +306,8 @@ def main(argv=None):
     env['TF_NUM_INTEROP_THREADS'] = str(args.inter_op_threads)
   try:
     local = LocalCluster(args.command, args.num_ps, args.num_workers, env=env,
-                         grace_secs=args.grace_secs)
+                         grace_secs=args.grace_secs,
+                         ps_restarts=args.ps_restarts)
   except ValueError as e:
     print('error: %s' % e, file=sys.stderr)
     return 2

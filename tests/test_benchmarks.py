@@ -188,16 +188,30 @@ def test_cluster_throughput_window_counts_loopback_bytes_per_step():
 
 @pytest.mark.slow
 def test_cluster_throughput_writes_its_result_file(tmp_path, digits_dir):
+  # Alone, and the two clusters furthest apart: through a ps, all-reduce.
   path = cluster_throughput.main([
       '--rounds=1', '--steps=24', '--warmup_steps=8', '--log_every=4',
+      '--setups=1 ps + 1 worker,2 workers all-reduce',
       '--dataset_dir=%s' % digits_dir, '--results_dir=%s' % tmp_path])
   lines = assert_result_file(path, tmp_path, 'cluster_throughput',
                              'What going through a ps costs')
   rows = table_rows(lines, 'setup')
-  assert [row[0] for row in rows] == [setup[0] for setup in
-                                      cluster_throughput.SETUPS]
+  assert [row[0] for row in rows] == ['alone', '1 ps + 1 worker',
+                                      '2 workers all-reduce']
+  assert [row[1] for row in rows] == ['1', '2', '2']
   assert rows[0][4] == '1.000'
   assert all(float(row[2]) > 0 for row in rows)
+  # Loopback traffic: none alone; LeNet's 12.5 MiB of weights and gradients
+  # each step, through a ps or between the workers.
+  sent = [float(row[6]) for row in rows]
+  assert sent[0] < 1 and sent[1] > 20 and sent[2] > 20
+
+
+def test_cluster_throughput_setups_are_checked():
+  assert [setup[0] for setup in cluster_throughput.parse_args([]).setups] == [
+      setup[0] for setup in cluster_throughput.SETUPS]
+  with pytest.raises(SystemExit):
+    cluster_throughput.parse_args(['--setups=alone,3 workers'])
 
 
 # --- training_loop.py --------------------------------------------------------

@@ -307,50 +307,119 @@ def test_by_size_moves_the_small_weights_off_the_fc3_weights_task(
           'placement:') in backup_run.log
 
 
+class _Sink:
+  """LocalCluster's output, kept in memory and read from the test thread."""
+
+  def __init__(self):
+    self._lines = []
+    self._lock = threading.Lock()
+
+  def write(self, text):
+    with self._lock:
+      self._lines.append(text)
+
+  def flush(self):
+    pass
+
+  def text(self):
+    with self._lock:
+      return ''.join(self._lines)
+
+  def wait_for(self, pattern, timeout=90):
+    deadline = time.monotonic() + timeout
+    while not re.search(pattern, self.text(), re.M):
+      assert time.monotonic() < deadline, self.text()[-4000:]
+      time.sleep(0.2)
+
+
+def _local_cluster(digits_dir, train_dir, steps, num_ps, num_workers,
+                   **kwargs):
+  """A LocalCluster of the training script, with its _Sink."""
+  sink = _Sink()
+  env = dict(script_env(), TF_NUM_INTRAOP_THREADS='1',
+             TF_NUM_INTEROP_THREADS='1')
+  local = launch.LocalCluster(
+      [TRAIN] + _train_args(digits_dir, train_dir, steps), num_ps,
+      num_workers, env=env, output=sink, cwd=REPO, grace_secs=5, **kwargs)
+  return local, sink
+
+
 @pytest.mark.slow
 def test_async_chief_finishes_when_a_non_chief_is_killed(digits_dir,
                                                          tmp_path):
   train_dir = str(tmp_path / 'train')
-  lines = []
-  lock = threading.Lock()
-
-  class Sink:
-
-    def write(self, text):
-      with lock:
-        lines.append(text)
-
-    def flush(self):
-      pass
-
-  def log():
-    with lock:
-      return ''.join(lines)
-
-  env = dict(script_env(), TF_NUM_INTRAOP_THREADS='1',
-             TF_NUM_INTEROP_THREADS='1')
-  local = launch.LocalCluster(
-      [TRAIN] + _train_args(digits_dir, train_dir, 50), 1, 2, env=env,
-      output=Sink(), cwd=REPO, grace_secs=5)
+  local, sink = _local_cluster(digits_dir, train_dir, 50, 1, 2)
   try:
     local.start()
-    deadline = time.monotonic() + 90
-    while not re.search(r'^\[worker1\] INFO:tensorflow:step', log(), re.M):
-      assert time.monotonic() < deadline, log()[-4000:]
-      time.sleep(0.2)
+    sink.wait_for(r'^\[worker1\] INFO:tensorflow:step')
     os.killpg(local.processes['worker1'].pid, signal.SIGKILL)
     local.processes['worker1'].wait(timeout=30)
-    killed_at = len(log())
+    killed_at = len(sink.text())
     chief = local.processes['worker0']
-    assert chief.wait(timeout=LAUNCH_TIMEOUT) == 0, log()[-4000:]
+    assert chief.wait(timeout=LAUNCH_TIMEOUT) == 0, sink.text()[-4000:]
   finally:
     local.stop()
   assert local.processes['worker1'].returncode == -signal.SIGKILL
   # The chief kept training after the kill. Then only its steps moved the
   # global step, and it stopped after the one that took it to 50.
   assert re.search(r'^\[worker0\] INFO:tensorflow:step \d+:',
-                   log()[killed_at:], re.M), log()[-4000:]
+                   sink.text()[killed_at:], re.M), sink.text()[-4000:]
   assert _checkpoint_step(train_dir) == 50
+
+
+RECOVERED = re.compile(
+    r'^\[(worker\d)\] WARNING:tensorflow:the session was re-created \(a ps '
+    r'task restarted or a connection dropped\): training goes on from '
+    r'global step (\d+); this worker last saw global step (\d+), so (\d+) '
+    r'step\(s\) since the restored checkpoint are run again$', re.M)
+
+
+@pytest.mark.slow
+def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
+                                                         tmp_path):
+  train_dir = str(tmp_path / 'train')
+  local, sink = _local_cluster(digits_dir, train_dir, 80, 1, 2,
+                               ps_restarts=1)
+  killed = {}
+
+  def kill_ps_after_a_checkpoint():
+    deadline = time.monotonic() + 90
+    while (_checkpoint_step(train_dir) or 0) < 5:
+      if time.monotonic() > deadline:
+        return
+      time.sleep(0.2)
+    killed['after_checkpoint'] = _checkpoint_step(train_dir)
+    os.killpg(local.processes['ps0'].pid, signal.SIGKILL)
+
+  killer = threading.Thread(target=kill_ps_after_a_checkpoint, daemon=True)
+  try:
+    local.start()
+    killer.start()
+    status = local.wait(timeout=LAUNCH_TIMEOUT)
+  finally:
+    local.stop()
+    killer.join(timeout=10)
+  log = sink.text()
+  assert status == 0, log[-4000:]
+  assert ('[launch] ps0 exited with status 137; restarting it on %s (0 more '
+          'restart(s) allowed)' % local.ps_hosts[0]) in log
+  # The chief restored its latest checkpoint onto the restarted ps task:
+  # at least the one seen before the kill (one more may have been written
+  # before the ps died).
+  restored = [int(step) for step in re.findall(
+      r'^\[worker0\] INFO:tensorflow:Restoring parameters from .*'
+      r'model\.ckpt-(\d+)$', log, re.M)]
+  assert len(restored) == 1 and restored[0] >= killed['after_checkpoint']
+  recovered = {worker: (int(step), int(reached), int(lost)) for
+               worker, step, reached, lost in RECOVERED.findall(log)}
+  assert sorted(recovered) == ['worker0', 'worker1'], log[-4000:]
+  # Every worker goes on from the restored step (a non-chief may see a few
+  # of the chief's new steps first) and counts the steps it saw after it.
+  for step, last_seen, lost in recovered.values():
+    assert restored[0] <= step <= restored[0] + 3
+    assert lost == max(0, last_seen - step)
+  assert recovered['worker0'][0] == restored[0]
+  assert _checkpoint_step(train_dir) in range(80, 83)
 
 
 @pytest.mark.slow

@@ -162,3 +162,62 @@ def test_progress_log_rates_come_from_the_global_step(graph, monkeypatch):
       'step 9: loss = 0.5000, learning rate = 0.01, 96.0 examples/sec, '
       '1m01s left',
   ]
+
+
+class _AbortOnce(tf.train.SessionRunHook):
+  """Fails the `at`-th run with AbortedError, as a restarted ps task does."""
+
+  def __init__(self, at):
+    self._at = at
+    self._runs = 0
+
+  def after_run(self, run_context, run_values):
+    self._runs += 1
+    if self._runs == self._at:
+      raise tf.errors.AbortedError(None, None, 'ps task 0 restarted')
+
+
+def test_recovery_log_says_where_training_goes_on_and_what_is_lost(
+    graph, tmp_path):
+  train_dir = str(tmp_path)
+  train_op, _, _ = _toy_training()
+  saver = tf.train.Saver()
+  with tf.Session() as session:  # The last checkpoint: step 2.
+    session.run(tf.global_variables_initializer())
+    session.run(tf.train.get_global_step().assign(2))
+    saver.save(session, os.path.join(train_dir, 'model.ckpt'), global_step=2)
+  lines = []
+  recovery = hooks.SessionRecoveryLogHook(
+      log_fn=lambda *args: lines.append(args[0] % args[1:]))
+  with tf.train.MonitoredTrainingSession(
+      checkpoint_dir=train_dir, save_checkpoint_secs=None,
+      save_checkpoint_steps=None, save_summaries_steps=None,
+      save_summaries_secs=None, log_step_count_steps=None,
+      hooks=[recovery, _AbortOnce(at=3)]) as session:
+    for _ in range(5):
+      session.run(train_op)
+    final_step = session.run(tf.train.get_global_step())
+  # Runs 1-3 took the step from 2 to 5; the third failed, and the new
+  # session restored step 2, retried the third run and went on with the
+  # fourth and fifth.
+  assert final_step == 5
+  assert len(recovery.steps_lost) == 1
+  # The step a run fetches may be read before or after its increment.
+  reached = 2 + recovery.steps_lost[0]
+  assert reached in (4, 5)
+  assert lines == [
+      'the session was re-created (a ps task restarted or a connection '
+      'dropped): training goes on from global step 2; this worker last saw '
+      'global step %d, so %d step(s) since the restored checkpoint are run '
+      'again' % (reached, reached - 2)]
+
+
+def test_recovery_log_is_silent_when_nothing_was_re_created(graph):
+  train_op, _, _ = _toy_training()
+  lines = []
+  recovery = hooks.SessionRecoveryLogHook(log_fn=lines.append)
+  with tf.train.MonitoredSession(hooks=[recovery]) as session:
+    for _ in range(3):
+      session.run(train_op)
+  assert lines == []
+  assert recovery.steps_lost == []

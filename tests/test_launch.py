@@ -26,7 +26,9 @@ from tests.fake_clock import FakeClock
 # ps task listens and handles SIGTERM. Then argv[1] decides: 'ok': workers
 # print 'done'; 'fail1': worker 1 exits 3, the other workers hang; 'hang':
 # workers hang; 'ps_quits': the ps exits 0 once every worker has connected,
-# and the workers hang.
+# and the workers hang; 'ps_dies_once DIR': the first ps exits 7 once every
+# worker has connected, leaving DIR/died; a ps started when DIR/died exists
+# serves and leaves DIR/restarted, which the workers wait for before 'done'.
 FAKE_TASK = textwrap.dedent("""\
     import json, os, signal, socket, sys, time
     config = json.loads(os.environ['TF_CONFIG'])
@@ -55,6 +57,14 @@ FAKE_TASK = textwrap.dedent("""\
         for _ in config['cluster']['worker']:
           server.accept()
         sys.exit(0)
+      if sys.argv[1] == 'ps_dies_once':
+        marks = sys.argv[2]
+        if not os.path.exists(os.path.join(marks, 'died')):
+          for _ in config['cluster']['worker']:
+            server.accept()
+          open(os.path.join(marks, 'died'), 'w').close()
+          sys.exit(7)
+        open(os.path.join(marks, 'restarted'), 'w').close()
       while True:
         time.sleep(0.05)
     mode = sys.argv[1]
@@ -62,6 +72,9 @@ FAKE_TASK = textwrap.dedent("""\
       time.sleep(600)
     if mode == 'fail1':
       sys.exit(3)
+    while mode == 'ps_dies_once' and not os.path.exists(
+        os.path.join(sys.argv[2], 'restarted')):
+      time.sleep(0.05)
     print('done')
 """)
 
@@ -167,6 +180,11 @@ def test_bad_cluster_sizes(num_ps, num_workers, message):
     launch.LocalCluster(['x.py'], num_ps, num_workers)
 
 
+def test_negative_ps_restarts_is_refused():
+  with pytest.raises(ValueError, match='ps_restarts must be >= 0, got -1'):
+    launch.LocalCluster(['x.py'], 1, 1, ps_restarts=-1)
+
+
 def test_main_reports_bad_cluster_sizes_with_status_2(capsys):
   status = launch.main(['--num_ps', '0', '--num_workers', '1', '--', 'x.py'])
   assert status == 2
@@ -265,6 +283,45 @@ def test_a_ps_task_that_ends_stops_the_cluster_with_status_1(local_cluster,
   assert ('[launch] ps0 failed with exit status 1; stopping the cluster'
           in output.getvalue())
   assert _return_codes(cluster) == {'ps0': 0, 'worker0': -signal.SIGTERM,
+                                    'worker1': -signal.SIGTERM}
+
+
+def _ps_dies_once(local_cluster, fake_task, marks_dir, ps_restarts):
+  """Runs the 'ps_dies_once' cluster; returns it, its status and its log."""
+  output = _Lines()
+  cluster = local_cluster([fake_task, 'ps_dies_once', marks_dir], 1, 2,
+                          output=output, ps_restarts=ps_restarts)
+  cluster.start()
+  status = cluster.wait(timeout=60)
+  return cluster, status, output.getvalue()
+
+
+def test_a_dead_ps_task_is_restarted_on_its_address_with_ps_restarts(
+    local_cluster, fake_task, tmp_path):
+  cluster, status, log = _ps_dies_once(local_cluster, fake_task,
+                                       str(tmp_path), ps_restarts=1)
+  assert status == 0
+  address = cluster.ps_hosts[0]
+  assert ('[launch] ps0 exited with status 7; restarting it on %s (0 more '
+          'restart(s) allowed)\n' % address) in log
+  # Both ps processes listened on the one address of the cluster.
+  assert re.findall(r'^\[ps0\] ps 0 listening on (\S+)$', log, re.M) == [
+      address, address]
+  assert len(re.findall(r'^\[launch\] ps0: pid \d+,', log, re.M)) == 2
+  assert sorted(re.findall(r'^\[(\w+)\] done$', log, re.M)) == [
+      'worker0', 'worker1']
+  assert _return_codes(cluster) == {'ps0': 0, 'worker0': 0, 'worker1': 0}
+
+
+def test_a_ps_task_dying_past_its_restarts_stops_the_cluster(local_cluster,
+                                                            fake_task,
+                                                            tmp_path):
+  cluster, status, log = _ps_dies_once(local_cluster, fake_task,
+                                       str(tmp_path), ps_restarts=0)
+  assert status == 7
+  assert '[launch] ps0 failed with exit status 7; stopping the cluster' in log
+  assert 'restarting' not in log
+  assert _return_codes(cluster) == {'ps0': 7, 'worker0': -signal.SIGTERM,
                                     'worker1': -signal.SIGTERM}
 
 

@@ -180,9 +180,9 @@ def test_digits_lenet_reaches_97_percent(digits_dir, tmp_path, name):
   result = run_script(
       'train_image_classifier.py', '--dataset_name=digits',
       '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
-      '--precision=%s' % name, '--batch_size=64', '--optimizer=adam',
-      '--opt_epsilon=1e-4', '--learning_rate=0.002',
-      '--learning_rate_decay_type=fixed', '--max_number_of_steps=300',
+      '--precision=%s' % name, '--batch_size=32', '--optimizer=adam',
+      '--opt_epsilon=1e-4', '--learning_rate=0.003',
+      '--learning_rate_decay_type=fixed', '--max_number_of_steps=200',
       '--log_every_n_steps=100', '--shuffle_seed=1',
       '--train_dir=%s' % train_dir, timeout=1800)
   assert result.returncode == 0, result.stdout[-3000:]

@@ -1,11 +1,13 @@
 """Bad flags and files: a UsageError naming the value, nothing in train_dir."""
 
 import os
+import re
 import shutil
 
 from absl.testing import flagsaver
 import pytest
 
+from deployment.slim_compat import tf
 import train_image_classifier
 from training import run_config
 from training.errors import UsageError
@@ -98,6 +100,22 @@ def test_sync_replicas_aggregating_more_than_the_workers(digits_dir,
   assert not os.path.exists(train_dir)
 
 
+def test_a_train_dir_naming_checkpoints_elsewhere_is_refused(digits_dir,
+                                                            tmp_path):
+  # The `checkpoint` file of a copy of another train_dir, without the
+  # checkpoint it names: training would restore, then delete, the other's.
+  train_dir = str(tmp_path / 'copy')
+  elsewhere = str(tmp_path / 'original' / 'model.ckpt-4')
+  os.makedirs(train_dir)
+  tf.train.update_checkpoint_state(train_dir, elsewhere)
+  before = sorted(os.listdir(train_dir))
+  with pytest.raises(UsageError, match=re.escape(
+      '--train_dir=%s: its checkpoint file names %s, in another directory'
+      % (train_dir, elsewhere))):
+    _run(train_dir, dataset_dir=digits_dir)
+  assert sorted(os.listdir(train_dir)) == before == ['checkpoint']
+
+
 # Every case the README lists, as a user meets it: a subprocess, exit 2, one
 # 'error:' line naming the value, no traceback, nothing written.
 README_CASES = {
@@ -149,24 +167,43 @@ def _script_flags(dataset_dir, train_dir, *extra):
           '--train_dir=%s' % train_dir] + list(extra)
 
 
-def _assert_usage_error(result, expected_line, train_dir):
-  assert result.returncode == 2, result.stdout[-3000:]
-  assert 'Traceback' not in result.stdout
-  errors = [l for l in result.stdout.splitlines() if l.startswith('error: ')]
+def _assert_usage_error(status, output, expected_line, train_dir):
+  assert status == 2, output[-3000:]
+  assert 'Traceback' not in output
+  errors = [l for l in output.splitlines() if l.startswith('error: ')]
   assert len(errors) == 1, errors
   assert errors[0].startswith(expected_line), errors[0]
   assert not os.path.exists(train_dir)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize('case', sorted(README_CASES))
+def test_readme_bad_input_exits_2_naming_the_value(digits_dir, tmp_path,
+                                                   capsys, case):
+  # The script's main on its command line, in this process (each case in a
+  # process of its own would cost seconds of TensorFlow start-up; two of
+  # them are also run that way below).
+  extra, expected_line = README_CASES[case]
+  train_dir = str(tmp_path / 'train')
+  with flagsaver.flagsaver():
+    FLAGS.unparse_flags()
+    # A later flag wins, so the case's value replaces the default one.
+    FLAGS(['train_image_classifier.py'] +
+          _script_flags(digits_dir, train_dir) + extra)
+    with pytest.raises(SystemExit) as exited:
+      train_image_classifier.main(None)
+  _assert_usage_error(exited.value.code, capsys.readouterr().err,
+                      expected_line, train_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', ['unknown model', 'missing dataset_dir'])
 def test_readme_bad_input_exits_2_in_a_subprocess(digits_dir, tmp_path, case):
   extra, expected_line = README_CASES[case]
   train_dir = str(tmp_path / 'train')
   flags = _script_flags(digits_dir, train_dir)
-  # A later flag wins, so the case's value replaces the default one.
   result = run_script('train_image_classifier.py', *(flags + extra))
-  _assert_usage_error(result, expected_line, train_dir)
+  _assert_usage_error(result.returncode, result.stdout, expected_line,
+                      train_dir)
 
 
 @pytest.mark.slow
@@ -175,7 +212,8 @@ def test_corrupt_tfrecord_exits_2_naming_the_file(corrupt_dir, tmp_path):
   result = run_script('train_image_classifier.py',
                       *_script_flags(corrupt_dir, train_dir))
   _assert_usage_error(
-      result, 'error: --dataset_dir=%s: corrupt TFRecord file %s' % (
+      result.returncode, result.stdout,
+      'error: --dataset_dir=%s: corrupt TFRecord file %s' % (
           corrupt_dir, os.path.join(corrupt_dir, 'digits_train.tfrecord')),
       train_dir)
 

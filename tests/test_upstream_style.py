@@ -19,7 +19,7 @@ from tests.script_runner import REPO, script_env
 TRAIN_FLAGS = [
     '--dataset_name=digits', '--model_name=lenet', '--num_clones=2',
     '--clone_on_cpu', '--batch_size=32', '--optimizer=adam',
-    '--learning_rate=0.001', '--max_number_of_steps=300',
+    '--learning_rate=0.002', '--max_number_of_steps=120',
     '--log_every_n_steps=100', '--save_summaries_secs=20',
     '--save_interval_secs=60', '--shuffle_seed=1',
 ]
@@ -53,7 +53,7 @@ def test_train_and_evaluate_through_run_slim(digits_dir, tmp_path):
                    '--dataset_dir=' + digits_dir, '--train_dir=' + train_dir,
                    *TRAIN_FLAGS)
   assert 'Recording summary at step' in output        # Supervisor threads
-  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-300')
+  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-120')
   output = _python('-m', 'deployment.run_slim', 'tests/upstream_style_eval.py',
                    '--dataset_dir=' + digits_dir,
                    '--checkpoint_path=' + train_dir,
@@ -87,7 +87,7 @@ def test_train_by_plain_import_then_evaluate_by_plain_python(
   output = _python('-c', PLAIN_IMPORT, '--dataset_dir=' + digits_dir,
                    '--train_dir=' + train_dir, *TRAIN_FLAGS)
   assert 'plain import: trained, still eager' in output
-  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-300')
+  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-120')
   output = _python('tests/upstream_style_eval.py',
                    '--dataset_dir=' + digits_dir,
                    '--checkpoint_path=' + train_dir,

@@ -99,6 +99,58 @@ class ProgressLogHook(tf.train.SessionRunHook):
     self._log(line)
 
 
+class SessionRecoveryLogHook(tf.train.SessionRunHook):
+  """Logs each time the monitored session is re-created, and the steps lost.
+
+  MonitoredTrainingSession outlives a ps task that dies and is restarted: a
+  step fails with tf.errors.UnavailableError or AbortedError, the session
+  is closed and created again, the chief restores the latest checkpoint
+  onto the restarted task (the other workers wait until it has), and
+  training goes on from that checkpoint's step. The global steps run since
+  that checkpoint are run again. TensorFlow logs only the error; this says
+  where training resumed and how many steps were lost, as far as this
+  worker knows: it sees the global step at its own steps only, so the
+  cluster lost the largest of the workers' figures.
+
+  Args:
+    log_fn: where lines go (tf.logging.warning by default).
+  """
+
+  def __init__(self, log_fn=None):
+    self._log = log_fn or tf.logging.warning
+    self._global_step = None
+    self._sessions = 0
+    self._last_step = None  # The global step after this worker's last step.
+    self.steps_lost = []  # One figure per re-creation.
+
+  def begin(self):
+    self._global_step = tf.train.get_global_step()
+
+  def after_create_session(self, session, coord):
+    self._sessions += 1
+    if self._sessions == 1:
+      return
+    step = session.run(self._global_step)
+    if self._last_step is None:
+      self._log('the session was re-created (a ps task restarted or a '
+                'connection dropped) before any step of this worker; '
+                'training goes on from global step %d', step)
+      return
+    lost = max(0, self._last_step - step)
+    self.steps_lost.append(lost)
+    self._log('the session was re-created (a ps task restarted or a '
+              'connection dropped): training goes on from global step %d; '
+              'this worker last saw global step %d, so %d step(s) since '
+              'the restored checkpoint are run again', step, self._last_step,
+              lost)
+
+  def before_run(self, run_context):
+    return tf.train.SessionRunArgs(self._global_step)
+
+  def after_run(self, run_context, run_values):
+    self._last_step = run_values.results
+
+
 def _format_duration(seconds):
   minutes, seconds = divmod(int(round(seconds)), 60)
   hours, minutes = divmod(minutes, 60)

@@ -19,6 +19,7 @@ from deployment import cluster
 from deployment import device_placement
 from deployment import model_deploy
 from deployment import precision
+from training import checkpoint_state
 from training import fine_tune
 from training import lookup
 from training import optimizers
@@ -222,6 +223,7 @@ def _check_values(f, problems):
                  % (f.quantize_delay, _QUANTIZE_FIX))
   if problems.check(bool(f.train_dir), '--train_dir is required'):
     problems.attempt(_check_writable, f.train_dir)
+    problems.attempt(checkpoint_state.check, f.train_dir)
 
 
 def _check_writable(train_dir):
