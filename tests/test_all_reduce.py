@@ -51,7 +51,7 @@ Run = collections.namedtuple('Run', ['losses', 'end', 'start', 'history'])
 
 
 def train(config, batches, steps, master='', seed=0, session_kwargs=None,
-          start=None, **deploy_kwargs):
+          start=None, make_model_fn=_model_fn, **deploy_kwargs):
   """Builds and runs one replica; returns a Run.
 
   `start`: {name: value} of the weights to start from instead of `seed`'s.
@@ -59,7 +59,7 @@ def train(config, batches, steps, master='', seed=0, session_kwargs=None,
   with tf.Graph().as_default():
     tf.set_random_seed(seed)
     model = model_deploy.deploy(
-        config, _model_fn(batches),
+        config, make_model_fn(batches),
         optimizer=tf.train.MomentumOptimizer(0.1, 0.9), **deploy_kwargs)
     broadcast = model_deploy.broadcast_variables(config)
     weights = _weights()
@@ -146,10 +146,10 @@ def _train_replicas(cluster, steps, seeds=(0, 0), **deploy_kwargs):
   return cluster.run(replica)
 
 
-def train_one_device(steps, start=None):
+def train_one_device(steps, start=None, make_model_fn=_model_fn):
   x, y = data()
   return train(model_deploy.DeploymentConfig(clone_on_cpu=True), [(x, y)],
-               steps, start=start)
+               steps, start=start, make_model_fn=make_model_fn)
 
 
 def test_two_replicas_of_two_clones_equal_one_device_with_the_whole_batch(
@@ -336,3 +336,87 @@ def test_sync_batch_norm_across_replicas_is_refused_clearly():
       model_deploy.deploy(config, _model_fn([(x, y), (x, y)]),
                           optimizer=tf.train.GradientDescentOptimizer(0.1),
                           sync_batch_norm=True)
+
+
+def _embedding_model_fn(batches):
+  """model_fn whose embedding gets a sparse gradient (tf.IndexedSlices)."""
+  batches = iter(batches)
+
+  def model_fn():
+    x, y = next(batches)
+    ids = tf.convert_to_tensor((np.abs(x[:, :2]) * 3).astype(np.int32) % 7)
+    embedding = tf.get_variable('embedding', [7, 5])
+    rows = tf.reshape(tf.gather(embedding, ids), [len(x), 10])
+    logits = slim.fully_connected(rows, CLASSES, activation_fn=None,
+                                  scope='logits')
+    tf.losses.sparse_softmax_cross_entropy(tf.convert_to_tensor(y), logits)
+
+  return model_fn
+
+
+def test_sparse_gradients_are_all_reduced_dense(cluster):
+  replicas = _train_replicas(cluster, steps=3,
+                             make_model_fn=_embedding_model_fn)
+  one_device = train_one_device(steps=3, start=replicas[0].start,
+                                make_model_fn=_embedding_model_fn)
+  assert set(one_device.end) == {'embedding', 'logits/weights',
+                                 'logits/biases'}
+  for replica in replicas:
+    for name, value in one_device.end.items():
+      np.testing.assert_allclose(replica.end[name], value, atol=1e-5)
+  with tf.Graph().as_default():
+    x, y = data()
+    model_deploy.deploy(cluster.deployment(0, num_clones=1),
+                        _embedding_model_fn([(x, y)]),
+                        optimizer=tf.train.GradientDescentOptimizer(0.1))
+    graph = tf.get_default_graph()
+    gathers = [op for op in graph.get_operations()
+               if op.type in ('GatherV2', 'ResourceGather')]
+    reduces = [op for op in graph.get_operations()
+               if op.type == 'CollectiveReduceV2']
+  assert gathers
+  # The whole 7 x 5 embedding travels, beside the 10 x 3 + 3 logits layer.
+  assert [op.inputs[0].shape.as_list() for op in reduces] == [
+      [7 * 5 + 10 * 3 + 3]]
+
+
+def test_an_overflow_on_one_replica_skips_the_update_on_every_replica(
+    cluster):
+  x, y = data()
+  x[len(x) // 2] = np.inf  # The first example of replica 1's half.
+
+  def replica(index, server, config=None):
+    config = config or cluster.deployment(index)
+    with tf.Graph().as_default():
+      model = model_deploy.deploy(
+          config, _model_fn(replica_batches(x, y, index, 2)),
+          optimizer=tf.train.GradientDescentOptimizer(0.1),
+          precision='mixed_float16')
+      scale = [v for v in tf.global_variables()
+               if v.op.name == 'loss_scale/scale'][0]
+      weights = _weights()
+      master = server.target if server else ''
+      session_config = model_deploy.session_config(
+          config, device_filters=(['/job:worker/task:%d' % index]
+                                  if server else None))
+      with tf.Session(master, config=session_config) as session:
+        session.run(tf.global_variables_initializer())
+        session.run(model_deploy.broadcast_variables(config))
+        start = session.run(weights)
+        losses = [session.run(model.train_op) for _ in range(2)]
+        return (start, session.run(weights), session.run(scale),
+                session.run(tf.train.get_global_step()), losses)
+
+  for index, (start, end, scale, step, losses) in enumerate(
+      cluster.run(replica)):
+    # Replica 0's own gradients were finite; the all-reduced ones were not.
+    assert np.isfinite(losses[0]) == (index == 0)
+    for name in start:
+      np.testing.assert_array_equal(end[name], start[name])
+    assert step == 0
+    assert scale == 2.0 ** 13  # Halved twice from 2^15.
+  # Alone, replica 0 would have applied its finite update.
+  start, end, scale, step, _ = replica(0, None, model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True))
+  assert not np.array_equal(end['logits/weights'], start['logits/weights'])
+  assert (scale, step) == (2.0 ** 15, 2)
