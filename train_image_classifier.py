@@ -255,7 +255,9 @@ def training_session(config, graph, master, extra_hooks):
   if graph.sync_optimizer is not None:
     every_worker.extend(replica_session.sync_replicas_hooks(
         graph.sync_optimizer, config.is_chief, config.num_workers))
-  if not all_reduce:  # All-reduce workers do not recover: see below.
+  # A remote session is re-created when a ps task restarts; all-reduce
+  # workers do not recover (see below).
+  if master and not all_reduce:
     every_worker.append(hooks.SessionRecoveryLogHook())
   every_worker.extend(extra_hooks)
   chief_only = []

@@ -165,11 +165,19 @@ def test_bad_precision_options(graph, kwargs, message):
 def _eval_accuracy(digits_dir, train_dir):
   result = run_script('eval_image_classifier.py', '--dataset_name=digits',
                       '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+                      '--moving_average_decay=%s' % MOVING_AVERAGE_DECAY,
                       '--checkpoint_path=%s' % train_dir,
                       '--eval_dir=%s/eval' % train_dir)
   assert result.returncode == 0, result.stdout[-3000:]
   return float(re.search(r'accuracy ([\d.]+)% on 360 examples',
                          result.stdout).group(1))
+
+
+# The schedule of the >= 97% runs: 300 steps of 32 (6.7 epochs) with the
+# learning rate decaying to zero over them, evaluated on the moving averages.
+# Eleven float32 runs gave 97.78% to 100% (median 98.61%); 200 steps at a
+# fixed rate gave 96.67% to 98.89%, too close to the bar.
+MOVING_AVERAGE_DECAY = 0.99
 
 
 @pytest.mark.slow
@@ -181,8 +189,10 @@ def test_digits_lenet_reaches_97_percent(digits_dir, tmp_path, name):
       'train_image_classifier.py', '--dataset_name=digits',
       '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
       '--precision=%s' % name, '--batch_size=32', '--optimizer=adam',
-      '--opt_epsilon=1e-4', '--learning_rate=0.003',
-      '--learning_rate_decay_type=fixed', '--max_number_of_steps=200',
+      '--opt_epsilon=1e-4', '--learning_rate=0.005',
+      '--learning_rate_decay_type=polynomial', '--num_epochs_per_decay=6.68',
+      '--end_learning_rate=1e-5', '--max_number_of_steps=300',
+      '--moving_average_decay=%s' % MOVING_AVERAGE_DECAY,
       '--log_every_n_steps=100', '--shuffle_seed=1',
       '--train_dir=%s' % train_dir, timeout=1800)
   assert result.returncode == 0, result.stdout[-3000:]
