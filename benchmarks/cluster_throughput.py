@@ -1,7 +1,7 @@
 """Measures what training through a parameter server costs on one machine.
 
-Five setups train LeNet on the embedded digits dataset with
-train_image_classifier.py (batch --batch_size per worker, SGD):
+Eight setups train LeNet on the embedded digits dataset with
+train_image_classifier.py (batch --batch_size per clone, SGD):
 
   * alone: one process, no cluster: a local session, no gRPC.
   * 1 ps + 1 worker: the worker reads every variable from the ps and sends
@@ -12,6 +12,11 @@ train_image_classifier.py (batch --batch_size per worker, SGD):
     worker batches.
   * 2 workers all-reduce: no ps; each worker holds the variables and the
     two average their gradients with collective ops every step.
+  * 2 workers averaging every 10 steps: each worker trains on its own and
+    the two average their weights every 10th step (--replica_averaging_steps).
+  * 1 ps + 1 worker x 2 clones: the worker reads each variable from the ps
+    once per step and its two clones share it (--cache_variable_reads, the
+    default); "(reads not cached)" is the upstream way, a read per use.
 
 Bytes per global step are those sent on the loopback interface during the
 timed window (/proc/net/dev), so other traffic on 127.0.0.1 counts too.
@@ -74,6 +79,11 @@ SETUPS = (
     ('1 ps + 2 workers sync', 1, 2,
      ['--sync_replicas', '--replicas_to_aggregate=2'], 2),
     ('2 workers all-reduce', 0, 2, [], 2),
+    ('2 workers averaging every 10 steps', 0, 2,
+     ['--replica_averaging_steps=10'], 2),
+    ('1 ps + 1 worker x 2 clones', 1, 1, ['--num_clones=2'], 2),
+    ('1 ps + 1 worker x 2 clones (reads not cached)', 1, 1,
+     ['--num_clones=2', '--nocache_variable_reads'], 2),
 )
 
 
@@ -287,7 +297,8 @@ def table(args, measured):
         cpu, sent, ', '.join('%.0f' % r[0] for r in measured[name])))
   lines += [
       '',
-      'LeNet on digits, batch %d per worker step, SGD; %d global '
+      'LeNet on digits, batch %d per clone (one clone per worker unless '
+      'named), SGD; %d global '
       'steps per run, timed after step %d; median of %d round(s). Every '
       'process: TF_NUM_INTRAOP_THREADS=%d, TF_NUM_INTEROP_THREADS=%d, 1 '
       'reader, 1 preprocessing thread.' % (

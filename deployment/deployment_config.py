@@ -44,6 +44,12 @@ class DeploymentConfig:
     collective_timeout_secs: a collective op (sync batch norm) whose
       members do not all arrive fails after this many seconds instead of
       waiting forever.
+    cache_variable_reads: with ps tasks, each step reads every model
+      variable from its ps once into the worker's CPU, and all the
+      worker's clones (and the regularizers) use that copy; the bytes sent
+      by the ps no longer grow with the number of clones. False reads
+      wherever a value is used, as upstream Slim did. No effect without ps
+      tasks, where variables are local already.
 
   Raises:
     ValueError, TypeError: for a value out of range, naming it.
@@ -53,7 +59,7 @@ class DeploymentConfig:
                num_replicas=1, num_ps_tasks=0, worker_job_name='worker',
                ps_job_name='ps', ps_strategy='round_robin',
                separate_cpu_devices=False, devices_per_clone=1,
-               collective_timeout_secs=60.0):
+               collective_timeout_secs=60.0, cache_variable_reads=True):
     _check_int('num_clones', num_clones, 1)
     _check_int('devices_per_clone', devices_per_clone, 1)
     if not (isinstance(collective_timeout_secs, numbers.Real)
@@ -92,6 +98,7 @@ class DeploymentConfig:
     self._separate_cpu_devices = bool(separate_cpu_devices)
     self._devices_per_clone = devices_per_clone
     self._collective_timeout_secs = float(collective_timeout_secs)
+    self._cache_variable_reads = bool(cache_variable_reads)
     self._ps_device = '/job:' + ps_job_name if num_ps_tasks else ''
     self._worker_device = ''
     if num_ps_tasks or num_replicas > 1:
@@ -237,6 +244,17 @@ class DeploymentConfig:
     return device_placement.PsDeviceChooser(
         self._num_ps_tasks, job=self._ps_device, device='/device:CPU:0',
         strategy=self._ps_strategy)
+
+  def variables_read_device(self):
+    """Where the model's variables are read each step, or None.
+
+    With ps tasks and `cache_variable_reads`: the worker's CPU, where a
+    variable's value, read from its ps once per step, is cached for every
+    clone. None otherwise: each use reads the variable where it is.
+    """
+    if self._num_ps_tasks > 0 and self._cache_variable_reads:
+      return self.inputs_device()
+    return None
 
   def caching_device(self):
     """Where variable reads are cached: None on one machine.

@@ -62,8 +62,11 @@ DeployedModel = collections.namedtuple(
     'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
 
 
-def _placing_variables_on(device, clone_scopes):
+def _placing_variables_on(device, clone_scopes, read_device=None):
   """A variable creator that builds every new variable under `device`.
+
+  With a `read_device`, a variable's value is read once per step onto it
+  (the variable's caching device) and every use takes that copy.
 
   Variables whose name takes the graph's name scope (Keras layers, plain
   tf.Variable) would be named `clone_0/...` with several clones and
@@ -74,6 +77,8 @@ def _placing_variables_on(device, clone_scopes):
   """
 
   def creator(next_creator, **kwargs):
+    if read_device is not None and kwargs.get('caching_device') is None:
+      kwargs['caching_device'] = read_device
     scope = tf.get_default_graph().get_name_scope()
     for clone_scope in clone_scopes:
       if scope == clone_scope or scope.startswith(clone_scope + '/'):
@@ -184,7 +189,8 @@ def create_clones(config, model_fn, args=None, kwargs=None,
   clone_scopes = [config.clone_scope(i) for i in range(config.num_clones)
                   if config.clone_scope(i)]
   with slim_compat.identity_equality(), tf.variable_creator_scope(
-      _placing_variables_on(variables_device, clone_scopes)):
+      _placing_variables_on(variables_device, clone_scopes,
+                            config.variables_read_device())):
     for i in range(config.num_clones):
       with tf.name_scope(config.clone_scope(i)) as clone_scope:
         clone_device = config.clone_device(i)

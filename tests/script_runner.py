@@ -52,3 +52,16 @@ def process_alive(pid):
       return not re.search(r'^State:\s+Z', status.read(), re.M)
   except FileNotFoundError:
     return False
+
+
+def digits_accuracy(digits_dir, train_dir, *args):
+  """The digits test-split accuracy (%) of train_dir's latest checkpoint,
+  from eval_image_classifier.py with `args` added."""
+  result = run_script('eval_image_classifier.py', '--dataset_name=digits',
+                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+                      '--checkpoint_path=%s' % train_dir,
+                      '--eval_dir=%s' % os.path.join(train_dir, 'eval'),
+                      *args)
+  assert result.returncode == 0, result.stdout[-3000:]
+  return float(re.search(r'digits test: accuracy ([\d.]+)% on 360 examples',
+                         result.stdout).group(1))

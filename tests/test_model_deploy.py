@@ -99,6 +99,51 @@ def test_clone_variables_round_robin_on_ps_and_ops_on_replica(graph):
   assert clones[1].outputs.op.device == '/job:worker/task:1/device:GPU:1'
 
 
+def _handle_reads(variable):
+  """The ops reading `variable` straight from its handle, by name."""
+  return sorted(op.name for op in variable.handle.consumers()
+                if op.type == 'ReadVariableOp')
+
+
+@pytest.mark.parametrize('cache', [True, False])
+def test_each_worker_reads_a_ps_variable_once_for_all_its_clones(graph,
+                                                                 cache):
+  config = DeploymentConfig(num_clones=2, clone_on_cpu=True, num_ps_tasks=1,
+                            num_replicas=2, replica_id=1,
+                            cache_variable_reads=cache)
+  model_deploy.create_clones(config, lambda: _linear_model_fn(
+      tf.ones([4, 3]), tf.zeros([4, 1]), weight_decay=0.1))
+  weights = tf.trainable_variables('linear/weights')[0]
+  if cache:
+    # One read on the ps, cached on the worker's CPU; the two clones and the
+    # regularizer take the cached copy.
+    assert _handle_reads(weights) == ['linear/weights/Read/ReadVariableOp']
+    cached = weights.value()
+    assert cached.op.type == 'Identity'
+    assert cached.device == '/job:worker/task:1/device:CPU:0'
+    users = sorted(op.name for op in cached.consumers())
+    assert users == [
+        'clone_0/linear/MatMul',
+        'clone_0/linear/kernel/Regularizer/l2_regularizer/L2Loss',
+        'clone_1/linear/MatMul']
+  else:
+    # Upstream: every use reads the ps variable again.
+    assert _handle_reads(weights) == [
+        'clone_0/linear/MatMul/ReadVariableOp',
+        'clone_0/linear/kernel/Regularizer/l2_regularizer/L2Loss/'
+        'ReadVariableOp',
+        'clone_1/linear/MatMul/ReadVariableOp',
+        'linear/weights/Read/ReadVariableOp']
+
+
+def test_variables_are_read_where_they_live_without_ps_tasks(graph):
+  for config in (DeploymentConfig(num_clones=2, clone_on_cpu=True),
+                 DeploymentConfig(num_replicas=2, replica_id=1)):
+    assert config.variables_read_device() is None
+  assert DeploymentConfig(num_ps_tasks=1).variables_read_device() == (
+      '/job:worker/device:CPU:0')
+
+
 def test_summaries_inside_clones_are_placed_on_cpu(graph):
   config = DeploymentConfig(num_clones=2, num_ps_tasks=1)
 

@@ -9,6 +9,7 @@ import pytest
 from deployment import model_deploy
 from deployment import precision
 from deployment.slim_compat import slim, tf
+from tests.script_runner import digits_accuracy
 from tests.script_runner import run_script
 from training import optimizers
 from training import run_config
@@ -162,17 +163,6 @@ def test_bad_precision_options(graph, kwargs, message):
                         **kwargs)
 
 
-def _eval_accuracy(digits_dir, train_dir):
-  result = run_script('eval_image_classifier.py', '--dataset_name=digits',
-                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
-                      '--moving_average_decay=%s' % MOVING_AVERAGE_DECAY,
-                      '--checkpoint_path=%s' % train_dir,
-                      '--eval_dir=%s/eval' % train_dir)
-  assert result.returncode == 0, result.stdout[-3000:]
-  return float(re.search(r'accuracy ([\d.]+)% on 360 examples',
-                         result.stdout).group(1))
-
-
 # The schedule of the >= 97% runs: 300 steps of 32 (6.7 epochs) with the
 # learning rate decaying to zero over them, evaluated on the moving averages.
 # Eleven float32 runs gave 97.78% to 100% (median 98.61%); 200 steps at a
@@ -196,7 +186,9 @@ def test_digits_lenet_reaches_97_percent(digits_dir, tmp_path, name):
       '--log_every_n_steps=100', '--shuffle_seed=1',
       '--train_dir=%s' % train_dir, timeout=1800)
   assert result.returncode == 0, result.stdout[-3000:]
-  assert _eval_accuracy(digits_dir, train_dir) >= 97.0
+  assert digits_accuracy(
+      digits_dir, train_dir,
+      '--moving_average_decay=%s' % MOVING_AVERAGE_DECAY) >= 97.0
 
 
 @pytest.mark.parametrize('optimizer', sorted(optimizers.OPTIMIZERS))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from deployment.slim_compat import tf
+from tests.script_runner import digits_accuracy
 from tests.script_runner import kill_group
 from tests.script_runner import run_script
 from tests.script_runner import start_script
@@ -121,16 +122,6 @@ def _wait_for_checkpoint_write_after(train_dir, step, timeout=120):
                                                                  timeout))
 
 
-def _test_accuracy(digits_dir, train_dir):
-  result = run_script(EVAL, '--dataset_name=digits',
-                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
-                      '--checkpoint_path=%s' % train_dir,
-                      '--eval_dir=%s' % os.path.join(train_dir, 'eval'))
-  _assert_ok(result)
-  return float(re.search(r'digits test: accuracy ([\d.]+)% on 360 examples',
-                         result.stdout).group(1))
-
-
 NUM_KILLS = 10
 
 
@@ -179,8 +170,8 @@ def test_sigkill_at_ten_random_moments_keeps_the_uninterrupted_accuracy(
   assert _checkpoint_step(interrupted) == last_step
   _assert_ok(run_script(TRAIN, *_kill_flags(digits_dir, base, last_step)))
   # Not bit for bit: dropout draws its masks afresh after a restart.
-  accuracy = _test_accuracy(digits_dir, interrupted)
-  uninterrupted = _test_accuracy(digits_dir, base)
+  accuracy = digits_accuracy(digits_dir, interrupted)
+  uninterrupted = digits_accuracy(digits_dir, base)
   print('step %d: %.2f%% after %d kills, %.2f%% uninterrupted' % (
       last_step, accuracy, NUM_KILLS, uninterrupted))  # pytest -rP
   assert uninterrupted > 96

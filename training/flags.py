@@ -9,8 +9,9 @@ Upstream defaults are kept. Flags that differ from upstream:
                      (upstream ignored num_clones).
   --quantize_delay   kept, but any value >= 0 fails: tf.contrib.quantize is
                      gone from TF 2.x.
-  --ps_strategy, --non_chief_wait_secs, --ps_hosts, --worker_hosts,
-  --job_name         new, for clusters (see deployment/cluster.py).
+  --ps_strategy, --cache_variable_reads, --non_chief_wait_secs,
+  --ps_hosts, --worker_hosts, --job_name
+                     new, for clusters (see deployment/cluster.py).
 """
 
 from absl import flags
@@ -127,6 +128,10 @@ flags.DEFINE_boolean('ignore_missing_vars', False,
 flags.DEFINE_string('ps_strategy', 'round_robin',
                     'How variables spread over ps tasks: "round_robin" or '
                     '"by_size".')
+flags.DEFINE_boolean('cache_variable_reads', True,
+                     'With ps tasks: each worker reads a variable from its '
+                     'ps once per step and its clones share that copy '
+                     '(false: every use reads from the ps, as upstream).')
 flags.DEFINE_integer('non_chief_wait_secs', 30,
                      'How often a non-chief worker checks whether the chief '
                      'has initialised the model.')

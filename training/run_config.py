@@ -312,6 +312,7 @@ def _deployment_config(f, task):
         num_replicas=task.num_workers if task else f.worker_replicas,
         num_ps_tasks=task.num_ps_tasks if task else f.num_ps_tasks,
         ps_strategy=f.ps_strategy,
+        cache_variable_reads=f.cache_variable_reads,
         # Collectives hang between members on one device.
         separate_cpu_devices=(f.sync_batch_norm and f.clone_on_cpu
                               and f.num_clones > 1),
