@@ -400,12 +400,20 @@ class _LineReader:
     self._thread.join(timeout)
 
 
+def _default_sigint():
+  # A shell starts background jobs with SIGINT ignored, and Python keeps an
+  # ignored SIGINT ignored: without this, the SIGINT test fails whenever
+  # pytest itself runs in the background.
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_launcher(*args):
   command = [sys.executable, '-m', 'deployment.launch'] + list(args)
   env = dict(os.environ, PYTHONPATH=REPO)
   process = subprocess.Popen(command, cwd=REPO, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, start_new_session=True)
+                             text=True, start_new_session=True,
+                             preexec_fn=_default_sigint)
   return process, _LineReader(process.stdout)
 
 
