@@ -413,13 +413,17 @@ def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
   recovered = {worker: (int(step), int(reached), int(lost)) for
                worker, step, reached, lost in RECOVERED.findall(log)}
   assert sorted(recovered) == ['worker0', 'worker1'], log[-4000:]
-  # Every worker goes on from the restored step (a non-chief may see a few
-  # of the chief's new steps first) and counts the steps it saw after it.
-  for step, last_seen, lost in recovered.values():
-    assert restored[0] <= step <= restored[0] + 3
-    assert lost == max(0, last_seen - step)
+  # The chief goes on from the restored step. A non-chief waits for the
+  # chief's restore, polling every --non_chief_wait_secs (1 s), so it goes
+  # on from wherever the chief has got to by then (in one CI run 6 steps
+  # after the restored one; a step of batch 8 takes a few ms). Each counts
+  # the steps it saw after the step it goes on from.
   assert recovered['worker0'][0] == restored[0]
-  assert _checkpoint_step(train_dir) in range(80, 83)
+  last_step = _checkpoint_step(train_dir)
+  assert last_step in range(80, 83)
+  for step, last_seen, lost in recovered.values():
+    assert restored[0] <= step < last_step
+    assert lost == max(0, last_seen - step)
 
 
 @pytest.mark.slow
