@@ -99,6 +99,11 @@ def train(config, master, extra_hooks=()):
     graph = build_training_graph(config)
     for line in config.plan.describe():
       tf.logging.info(line)
+    if config.flags.sync_batch_norm:
+      members = model_deploy.sync_batch_norm_group_size(config.deployment)
+      tf.logging.info('sync batch norm: each layer normalises over %d clones '
+                      'x %d = %d examples', members, config.flags.batch_size,
+                      members * config.flags.batch_size)
     warn_if_no_gpu(config.deployment)
     with tfrecord_check.naming_corrupt_files(
         config.model.dataset.data_sources), \

@@ -116,6 +116,17 @@ def session_config(config, **kwargs):
   return proto
 
 
+def sync_batch_norm_group_size(config):
+  """How many clones' batches sync batch norm normalises together.
+
+  Every clone of every replica with all-reduce replicas (they step
+  together); the worker's own clones otherwise, since ps workers do not
+  step together and their batches are not one batch.
+  """
+  replicas = config.num_replicas if config.all_reduce_replicas else 1
+  return config.num_clones * replicas
+
+
 def _clone_group(config, sync_batch_norm):
   """The CollectiveGroup of sync batch norm, or None without it."""
   if not sync_batch_norm:
@@ -128,16 +139,9 @@ def _clone_group(config, sync_batch_norm):
         'separate_cpu_devices=True), with a session from '
         'model_deploy.session_config(config)'
         % (config.num_clones, config.clone_device(0)))
-  if config.all_reduce_replicas:
-    # A group of every clone of every replica times out on this machine's
-    # in-process test cluster; not offered until that is understood.
-    raise ValueError(
-        'sync_batch_norm with all-reduce replicas (%d replicas, no ps '
-        'tasks) is not supported yet: batch norm would span the clones of '
-        'one replica only. Train without sync_batch_norm, or on one '
-        'machine' % config.num_replicas)
   return collectives.CollectiveGroup(
-      config.num_clones, group_key=collectives.CLONES_GROUP_KEY,
+      sync_batch_norm_group_size(config),
+      group_key=collectives.CLONES_GROUP_KEY,
       timeout_seconds=config.collective_timeout_secs)
 
 

@@ -21,10 +21,12 @@ No network needs editing: inside `synchronized(group, member)` (which
 `slim.batch_norm` call, direct or through a layer's `normalizer_fn`, is
 synchronized. It does so by pointing tf-slim's layer module at a batch-norm
 layer class of its own for the duration of the graph building; nothing is
-changed outside the `with` block.
+changed outside the `with` block, and other threads building graphs
+meanwhile keep plain batch norm (or their own group).
 """
 
 import contextlib
+import threading
 
 from tf_slim.layers import layers as slim_layers
 
@@ -89,25 +91,42 @@ class SyncBatchNormalization(_PlainLayer):
                                           inputs_size)
 
 
-class _LayerModule:
-  """Stands in for the module tf-slim takes BatchNormalization from."""
+# The (group, member) of the clone each thread is building, innermost last:
+# graphs built at the same time in several threads (replicas of an
+# in-process cluster, for example) each get their own.
+_building = threading.local()
+_patch_lock = threading.Lock()
+_patch_users = 0
+_saved = None
 
-  def __init__(self, group, member):
-    self._group = group
-    self._member = member
+
+def _current():
+  stack = getattr(_building, 'stack', None)
+  return stack[-1] if stack else None
+
+
+class _LayerModule:
+  """Stands in for the module tf-slim takes BatchNormalization from: the
+  synchronized layer inside `synchronized`, tf-slim's own elsewhere."""
 
   def BatchNormalization(self, *args, **kwargs):  # pylint: disable=invalid-name
-    return SyncBatchNormalization(*args, group=self._group,
-                                  member=self._member, **kwargs)
+    current = _current()
+    if current is None:
+      return _PlainLayer(*args, **kwargs)
+    group, member = current
+    return SyncBatchNormalization(*args, group=group, member=member, **kwargs)
 
   def __getattr__(self, name):
-    return getattr(slim_layers.normalization_layers, name)
+    return getattr(_saved[0], name)
 
 
-def _unfused_instead(original_batch_norm):
-  """tf-slim's fused path, redirected to the layer (and so synchronized)."""
+def _unfused_instead(original_fused, batch_norm_function):
+  """tf-slim's fused path: inside `synchronized`, redirected to the layer
+  (and so synchronized); elsewhere unchanged."""
 
   def fused_batch_norm(inputs, **kwargs):
+    if _current() is None:
+      return original_fused(inputs, **kwargs)
     if (kwargs.get('updates_collections') is not tf.GraphKeys.UPDATE_OPS
         or kwargs.get('zero_debias_moving_mean')):
       raise ValueError(
@@ -118,28 +137,54 @@ def _unfused_instead(original_batch_norm):
               kwargs.get('updates_collections'),
               kwargs.get('zero_debias_moving_mean')))
     kwargs.pop('zero_debias_moving_mean', None)
-    return original_batch_norm(inputs, fused=False, **kwargs)
+    return batch_norm_function(inputs, fused=False, **kwargs)
 
   return fused_batch_norm
+
+
+def _patch():
+  """Points tf-slim at the stand-ins while any thread is in `synchronized`."""
+  global _patch_users, _saved
+  with _patch_lock:
+    if _patch_users == 0:
+      _saved = (slim_layers.normalization_layers,
+                slim_layers._fused_batch_norm)  # pylint: disable=protected-access
+      slim_layers.normalization_layers = _LayerModule()
+      slim_layers._fused_batch_norm = _unfused_instead(  # pylint: disable=protected-access
+          _saved[1], slim_layers.batch_norm.__wrapped__)
+    _patch_users += 1
+
+
+def _unpatch():
+  global _patch_users
+  with _patch_lock:
+    _patch_users -= 1
+    if _patch_users == 0:
+      (slim_layers.normalization_layers,
+       slim_layers._fused_batch_norm) = _saved  # pylint: disable=protected-access
 
 
 @contextlib.contextmanager
 def synchronized(group, member):
   """Every slim.batch_norm built inside is synchronized over `group`.
 
+  Only the calling thread's batch norms: another thread building a graph at
+  the same time gets plain batch norm, or its own group.
+
   Args:
     group: a collectives.CollectiveGroup.
     member: the index of the clone being built.
   """
-  saved = (slim_layers.normalization_layers, slim_layers._fused_batch_norm)  # pylint: disable=protected-access
-  slim_layers.normalization_layers = _LayerModule(group, member)
-  slim_layers._fused_batch_norm = _unfused_instead(  # pylint: disable=protected-access
-      slim_layers.batch_norm.__wrapped__)
+  stack = getattr(_building, 'stack', None)
+  if stack is None:
+    stack = _building.stack = []
+  stack.append((group, member))
+  _patch()
   try:
     yield
   finally:
-    (slim_layers.normalization_layers,
-     slim_layers._fused_batch_norm) = saved  # pylint: disable=protected-access
+    _unpatch()
+    stack.pop()
 
 
 def batch_norm(inputs, group, member, **kwargs):

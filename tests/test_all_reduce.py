@@ -17,6 +17,7 @@ from deployment import launch
 from deployment import model_deploy
 from deployment.slim_compat import slim
 from deployment.slim_compat import tf
+from tests import test_sync_batch_norm
 
 FEATURES, CLASSES, BATCH = 6, 3, 4  # BATCH: per clone
 
@@ -42,7 +43,10 @@ def _model_fn(batches):
 
 
 def _weights():
-  return {v.op.name: v for v in tf.trainable_variables()}
+  """The model's variables: the trainable ones and the model variables
+  (slim's batch-norm moving averages)."""
+  return {v.op.name: v
+          for v in tf.trainable_variables() + tf.model_variables()}
 
 
 # What `train` returns: the loss of each step, the weights at the end, at the
@@ -79,9 +83,13 @@ def train(config, batches, steps, master='', seed=0, session_kwargs=None,
 
 
 class Cluster:
-  """In-process servers of a `worker` job on 127.0.0.1."""
+  """In-process servers of a `worker` job on 127.0.0.1.
 
-  def __init__(self, num_workers):
+  `deployment_kwargs`: DeploymentConfig arguments of every worker.
+  """
+
+  def __init__(self, num_workers, **deployment_kwargs):
+    self._deployment_kwargs = deployment_kwargs
     self.hosts = ['127.0.0.1:%d' % p for p in launch.free_ports(num_workers)]
     self.servers = []
     for index in range(num_workers):
@@ -91,6 +99,7 @@ class Cluster:
           task_index=index, config=config, start=True))
 
   def deployment(self, index, **kwargs):
+    kwargs = dict(self._deployment_kwargs, **kwargs)
     kwargs.setdefault('num_clones', 2)
     return model_deploy.DeploymentConfig(
         clone_on_cpu=True, replica_id=index, num_replicas=len(self.hosts),
@@ -324,18 +333,79 @@ def test_averaging_needs_all_reduce_replicas():
 
 
 
-def test_sync_batch_norm_across_replicas_is_refused_clearly():
-  x, y = data()
+def _bn_model_fn(examples, clones):
+  """make_model_fn of a conv + batch-norm net: clone i gets the i-th of
+  `clones` slices of `examples` (images, labels)."""
+  return test_sync_batch_norm.model_fn_over_slices(*examples, clones)
+
+
+@pytest.mark.parametrize('sync', [True, False])
+def test_sync_batch_norm_spans_every_clone_of_every_replica(sync):
+  cluster = Cluster(2, separate_cpu_devices=True)
+  images, labels = test_sync_batch_norm.data(4 * BATCH)
+  half = 2 * BATCH
+
+  def replica(index, server):
+    examples = (images[index * half:(index + 1) * half],
+                labels[index * half:(index + 1) * half])
+    return train(cluster.deployment(index), examples, 3,
+                 master=server.target,
+                 make_model_fn=lambda e: _bn_model_fn(e, 2),
+                 session_kwargs=dict(device_filters=[
+                     '/job:worker/task:%d' % index]),
+                 sync_batch_norm=sync)
+
+  replicas = cluster.run(replica)
+  one_device = train(model_deploy.DeploymentConfig(clone_on_cpu=True),
+                     (images, labels), 3,
+                     make_model_fn=lambda e: _bn_model_fn(e, 1))
+  moving_variance = 'conv/BatchNorm/moving_variance'
+  assert moving_variance in one_device.end
+  if not sync:
+    # Each clone normalised its own 4 examples: the moving variance (and
+    # with it everything downstream) is not the whole batch's.
+    assert np.abs(replicas[0].end[moving_variance] -
+                  one_device.end[moving_variance]).max() > 1e-2
+    return
+  for replica_run in replicas:
+    for name, value in one_device.end.items():
+      np.testing.assert_allclose(replica_run.end[name], value, atol=1e-5,
+                                 rtol=1e-5, err_msg=name)
+  np.testing.assert_allclose(
+      np.mean([r.losses for r in replicas], axis=0), one_device.losses,
+      atol=1e-5)
+
+
+def _sync_batch_norm_groups(config):
+  """{device: group size} of the sync batch norm collectives of `config`."""
+  images, labels = test_sync_batch_norm.data(2 * BATCH)
+  with tf.Graph().as_default():
+    model_deploy.deploy(config, _bn_model_fn((images, labels),
+                                             config.num_clones),
+                        optimizer=tf.train.GradientDescentOptimizer(0.1),
+                        sync_batch_norm=True)
+    return {op.device: int(tf.get_static_value(op.inputs[1]))
+            for op in tf.get_default_graph().get_operations()
+            if op.type == 'CollectiveReduceV2' and 'sync_moments' in op.name}
+
+
+def test_sync_batch_norm_group_is_every_clone_of_every_all_reduce_replica():
   config = model_deploy.DeploymentConfig(
       num_clones=2, clone_on_cpu=True, separate_cpu_devices=True,
-      replica_id=0, num_replicas=2)
-  with tf.Graph().as_default():
-    with pytest.raises(ValueError, match=r'sync_batch_norm with all-reduce '
-                       r'replicas \(2 replicas, no ps tasks\) is not '
-                       r'supported yet'):
-      model_deploy.deploy(config, _model_fn([(x, y), (x, y)]),
-                          optimizer=tf.train.GradientDescentOptimizer(0.1),
-                          sync_batch_norm=True)
+      replica_id=1, num_replicas=3)
+  assert _sync_batch_norm_groups(config) == {
+      '/job:worker/task:1/device:CPU:0': 6,
+      '/job:worker/task:1/device:CPU:1': 6}
+
+
+def test_sync_batch_norm_with_ps_replicas_spans_each_workers_clones():
+  # ps workers do not step together, so their batches are not one batch.
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True, separate_cpu_devices=True,
+      replica_id=1, num_replicas=3, num_ps_tasks=1)
+  assert _sync_batch_norm_groups(config) == {
+      '/job:worker/task:1/device:CPU:0': 2,
+      '/job:worker/task:1/device:CPU:1': 2}
 
 
 def _embedding_model_fn(batches):

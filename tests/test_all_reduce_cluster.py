@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from deployment import launch
+from deployment.slim_compat import tf
 from tests import test_all_reduce
 from tests.script_runner import REPO
 from tests.script_runner import digits_accuracy
@@ -188,3 +189,22 @@ def test_averaging_every_ten_steps_reaches_97_percent_on_digits(digits_dir,
   accuracy = digits_accuracy(digits_dir, train_dir)
   print('averaging every 10 steps: %.2f%%' % accuracy)  # pytest -rP
   assert accuracy >= 97.0
+
+
+@pytest.mark.slow
+def test_script_syncs_batch_norm_over_every_clone_of_both_workers(
+    digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  log = _run_to_end(str(tmp_path / 'launch.log'), 0, 2, _train_args(
+      digits_dir, train_dir, 3, '--model_name=mobilenet_v1_025',
+      '--preprocessing_name=mobilenet_v1', '--train_image_size=32',
+      '--batch_size=4', '--num_clones=2', '--sync_batch_norm'))
+  for worker in ('worker0', 'worker1'):
+    assert ('[%s] INFO:tensorflow:sync batch norm: each layer normalises '
+            'over 4 clones x 4 = 16 examples\n' % worker) in log
+  assert _step_lines(log, 'worker1') == _step_lines(log, 'worker0') == [1, 2]
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+  assert reader.get_tensor('global_step') == 3
+  names = set(reader.get_variable_to_shape_map())
+  assert 'MobilenetV1/Conv2d_0/BatchNorm/moving_variance' in names
+  assert not [n for n in names if n.startswith('clone_')]

@@ -1,7 +1,9 @@
 """Sync batch norm: N clones of batch b train like one clone of batch N*b."""
 
+import contextlib
 import os
 import re
+import threading
 import time
 
 import numpy as np
@@ -16,7 +18,7 @@ STEPS = 3
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
 
 
-def _data(num_examples):
+def data(num_examples):
   rng = np.random.RandomState(7)
   # Per-example offsets make the clones' batch statistics differ.
   images = (rng.randn(num_examples, 6, 6, 2) * 2 +
@@ -25,7 +27,7 @@ def _data(num_examples):
   return images, labels
 
 
-def _model_fn_over_slices(images, labels, num_clones):
+def model_fn_over_slices(images, labels, num_clones):
   """A model_fn giving clone i the i-th slice of the batch."""
   calls = []
 
@@ -53,14 +55,14 @@ def _model_fn_over_slices(images, labels, num_clones):
 
 def _train(num_clones, sync, num_examples):
   """Builds and runs the deployment; returns everything to compare."""
-  images, labels = _data(num_examples)
+  images, labels = data(num_examples)
   config = model_deploy.DeploymentConfig(
       num_clones=num_clones, clone_on_cpu=True,
       separate_cpu_devices=num_clones > 1)
   with tf.Graph().as_default():
     tf.train.get_or_create_global_step()
     clones = model_deploy.create_clones(
-        config, _model_fn_over_slices(images, labels, num_clones),
+        config, model_fn_over_slices(images, labels, num_clones),
         sync_batch_norm=sync)
     optimizer = tf.train.MomentumOptimizer(0.1, 0.9)
     total_loss, grads_and_vars = model_deploy.optimize_clones(
@@ -132,7 +134,7 @@ def test_sync_batch_norm_on_one_shared_device_is_refused(graph):
   config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
   with pytest.raises(ValueError, match=r'sync_batch_norm with 2 clones all '
                      r'on /device:CPU:0: .*separate_cpu_devices=True'):
-    model_deploy.deploy(config, _model_fn_over_slices(*_data(6), 2),
+    model_deploy.deploy(config, model_fn_over_slices(*data(6), 2),
                         optimizer=tf.train.GradientDescentOptimizer(0.1),
                         sync_batch_norm=True)
   assert not [op for op in graph.get_operations()
@@ -144,7 +146,7 @@ def test_a_missing_clone_fails_after_the_timeout(graph):
       num_clones=2, clone_on_cpu=True, separate_cpu_devices=True,
       collective_timeout_secs=2)
   clones = model_deploy.create_clones(
-      config, _model_fn_over_slices(*_data(6), 2), sync_batch_norm=True)
+      config, model_fn_over_slices(*data(6), 2), sync_batch_norm=True)
   with tf.Session(config=model_deploy.session_config(config)) as sess:
     sess.run(tf.global_variables_initializer())
     start = time.time()
@@ -155,7 +157,7 @@ def test_a_missing_clone_fails_after_the_timeout(graph):
 
 
 def test_inference_is_plain_batch_norm(graph):
-  images, labels = _data(6)
+  images, labels = data(6)
   config = model_deploy.DeploymentConfig(
       num_clones=2, clone_on_cpu=True, separate_cpu_devices=True)
 
@@ -219,7 +221,7 @@ def test_training_script_with_sync_batch_norm(digits_dir, tmp_path):
 def test_drop_in_function_syncs_two_hand_built_members(graph):
   from deployment import collectives  # pylint: disable=g-import-not-at-top
   from deployment import sync_batch_norm  # pylint: disable=g-import-not-at-top
-  images, _ = _data(6)
+  images, _ = data(6)
   group = collectives.CollectiveGroup(2, timeout_seconds=10)
   outputs = []
   for member in range(2):
@@ -234,3 +236,45 @@ def test_drop_in_function_syncs_two_hand_built_members(graph):
   variance = images.var(axis=(0, 1, 2))
   np.testing.assert_allclose(synced, (images - mean) / np.sqrt(
       variance + 0.001), rtol=1e-4, atol=1e-4)
+
+
+def _batch_norm_ops(build):
+  """{op type: count} of slim.batch_norm on a 4-D input, built by `build`
+  (a context manager factory) in a graph of its own."""
+  with tf.Graph().as_default() as g:
+    with build():
+      slim.batch_norm(tf.zeros([2, 4, 4, 3]), is_training=True, scope='bn')
+    types = [op.type for op in g.get_operations()]
+    sizes = [int(tf.get_static_value(op.inputs[1])) for op in
+             g.get_operations() if op.type == 'CollectiveReduceV2']
+  return {t: types.count(t) for t in ('FusedBatchNormV3',
+                                      'CollectiveReduceV2')}, sizes
+
+
+def test_another_thread_building_meanwhile_gets_its_own_batch_norm():
+  from deployment import collectives  # pylint: disable=g-import-not-at-top
+  from deployment import sync_batch_norm  # pylint: disable=g-import-not-at-top
+  inside, done = threading.Event(), threading.Event()
+
+  def hold_a_synchronized_block():
+    with tf.Graph().as_default():
+      with sync_batch_norm.synchronized(collectives.CollectiveGroup(3), 0):
+        inside.set()
+        done.wait(30)
+
+  thread = threading.Thread(target=hold_a_synchronized_block)
+  thread.start()
+  try:
+    assert inside.wait(30)
+    # Plain (fused) batch norm here while the other thread syncs...
+    plain = _batch_norm_ops(contextlib.nullcontext)
+    # ...and this thread's own group when it syncs too.
+    synced = _batch_norm_ops(lambda: sync_batch_norm.synchronized(
+        collectives.CollectiveGroup(2), 0))
+  finally:
+    done.set()
+    thread.join(30)
+  assert plain == ({'FusedBatchNormV3': 1, 'CollectiveReduceV2': 0}, [])
+  assert synced == ({'FusedBatchNormV3': 0, 'CollectiveReduceV2': 1}, [2])
+  # Once every block has ended, tf-slim's own module is back.
+  assert _batch_norm_ops(contextlib.nullcontext)[0]['FusedBatchNormV3'] == 1
