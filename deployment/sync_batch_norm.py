@@ -6,8 +6,10 @@ like batch 4. Here, in training, each clone computes the sum, the sum of
 squares and the count of its batch in float32, one all-reduce adds them
 over all clones (and replicas), and every clone normalises with the mean
 and variance of the union: 8 clones of batch 4 normalise like one batch of
-32. Gradients flow through the all-reduce. In inference it is plain batch
-norm with the moving averages.
+32. Gradients flow through the all-reduce. Conv layers' 4-D inputs are
+normalised by the fused kernel, given those statistics; other inputs by
+the layer's unfused ops. In inference it is plain batch norm with the
+moving averages.
 
 The layer is tf-slim's own: `slim.batch_norm`'s arguments, its variables
 (`beta`, `gamma`, `moving_mean`, `moving_variance`, same names, same
@@ -26,6 +28,7 @@ meanwhile keep plain batch norm (or their own group).
 """
 
 import contextlib
+import functools
 import threading
 
 from tf_slim.layers import layers as slim_layers
@@ -39,11 +42,16 @@ _PlainLayer = slim_layers.normalization_layers.BatchNormalization
 class SyncBatchNormalization(_PlainLayer):
   """tf.layers.BatchNormalization whose training statistics are all-reduced.
 
+  In training, 4-D channels-last inputs (conv layers, the common case) are
+  normalised by the fused kernel given the all-reduced statistics (see
+  `_normalize`); other inputs take the layer's own unfused path, also with
+  the all-reduced statistics.
+
   Args:
     group: the collectives.CollectiveGroup of the clones (and replicas).
     member: this clone's index among the group's members of this process.
     **kwargs: BatchNormalization's arguments; `fused` is ignored (the fused
-      kernel computes its own statistics).
+      training kernel computes its own statistics).
   """
 
   def __init__(self, *args, group, member, **kwargs):
@@ -53,10 +61,38 @@ class SyncBatchNormalization(_PlainLayer):
     self._member = member
     self._global_count = None
 
-  def _calculate_mean_and_var(self, inputs, reduction_axes, keep_dims,
-                              mask=None):
-    if mask is not None:
-      raise ValueError('sync batch norm does not support masks')
+  def call(self, inputs, training=None, mask=None):
+    training = self._get_training_value(training)
+    if not self._fused_path_fits(inputs, training, mask):
+      return super().call(inputs, training=training, mask=mask)
+    mean, variance = self._global_moments(inputs, [0, 1, 2])
+    mean, variance = tf.squeeze(mean, [0, 1, 2]), tf.squeeze(variance,
+                                                             [0, 1, 2])
+    for variable, value in ((self.moving_mean, mean),
+                            (self.moving_variance, variance)):
+      self.add_update(functools.partial(
+          self._assign_moving_average, variable, value, self.momentum, None))
+    depth = inputs.shape[-1]
+    scale = (tf.ones([depth]) if self.gamma is None
+             else tf.cast(self.gamma, tf.float32))
+    offset = (tf.zeros([depth]) if self.beta is None
+              else tf.cast(self.beta, tf.float32))
+    return _normalize(inputs, scale, offset, mean, variance, self.epsilon)
+
+  def _fused_path_fits(self, inputs, training, mask):
+    """Whether `call` can normalise with the fused kernel: training for
+    sure, 4-D channels-last, none of renorm, virtual batches, adjustment,
+    masks."""
+    training_value = (training if isinstance(training, bool)
+                      else tf.get_static_value(training))
+    return (training_value is not None and bool(training_value)
+            and inputs.shape.rank == 4 and list(self.axis) == [3]
+            and not self.renorm and self.virtual_batch_size is None
+            and self.adjustment is None and mask is None)
+
+  def _global_moments(self, inputs, reduction_axes):
+    """The mean and variance over every member's batch, in float32, shaped
+    like a reduction of `inputs` over `reduction_axes` with kept dims."""
     with tf.name_scope('sync_moments'):
       values = tf.cast(inputs, tf.float32)
       local_sum = tf.reduce_sum(values, reduction_axes, keepdims=True)
@@ -77,11 +113,18 @@ class SyncBatchNormalization(_PlainLayer):
                                    tf.shape(local_sum))
       # E[x^2] - E[x]^2 can come out slightly negative in float32.
       variance = tf.maximum(mean_of_squares - tf.square(mean), 0.0)
-      if not keep_dims:
-        mean = tf.squeeze(mean, reduction_axes)
-        variance = tf.squeeze(variance, reduction_axes)
       self._global_count = count
-      return (tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype))
+      return mean, variance
+
+  def _calculate_mean_and_var(self, inputs, reduction_axes, keep_dims,
+                              mask=None):
+    if mask is not None:
+      raise ValueError('sync batch norm does not support masks')
+    mean, variance = self._global_moments(inputs, reduction_axes)
+    if not keep_dims:
+      mean = tf.squeeze(mean, reduction_axes)
+      variance = tf.squeeze(variance, reduction_axes)
+    return (tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype))
 
   def _assign_moving_average(self, variable, value, momentum, inputs_size):
     if variable is self.moving_variance and self._global_count is not None:
@@ -89,6 +132,35 @@ class SyncBatchNormalization(_PlainLayer):
       value = value * count / tf.maximum(count - 1.0, 1.0)
     return super()._assign_moving_average(variable, value, momentum,
                                           inputs_size)
+
+
+def _normalize(x, scale, offset, mean, variance, epsilon):
+  """(x - mean) / sqrt(variance + epsilon) * scale + offset, channels last,
+  by the fused kernel, differentiable in all five.
+
+  The fused kernel's inference mode takes the statistics as inputs but its
+  gradient treats them as constants. Here they depend on x (through the
+  all-reduce), so their gradients are added from what the kernel's
+  gradient computes anyway: with inv = 1 / sqrt(variance + epsilon),
+  d/d mean = -scale * inv * sum(dy) = -scale * inv * d offset, and
+  d/d variance = -scale * inv^2 / 2 * sum(dy * x_hat)
+               = -scale * inv^2 / 2 * d scale.
+  """
+
+  @tf.custom_gradient
+  def normalize(x, scale, offset, mean, variance):
+    y, _, _ = tf.nn.fused_batch_norm(x, scale, offset, mean, variance,
+                                     epsilon=epsilon, is_training=False)
+
+    def gradient(dy):
+      dx, dscale, doffset = tf.gradients(y, [x, scale, offset], grad_ys=dy)
+      inv = tf.math.rsqrt(variance + epsilon)
+      return (dx, dscale, doffset, -scale * inv * doffset,
+              -0.5 * scale * tf.square(inv) * dscale)
+
+    return y, gradient
+
+  return normalize(x, scale, offset, mean, variance)
 
 
 # The (group, member) of the clone each thread is building, innermost last:

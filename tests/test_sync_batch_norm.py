@@ -239,16 +239,18 @@ def test_drop_in_function_syncs_two_hand_built_members(graph):
 
 
 def _batch_norm_ops(build):
-  """{op type: count} of slim.batch_norm on a 4-D input, built by `build`
-  (a context manager factory) in a graph of its own."""
+  """slim.batch_norm on a 4-D input, built inside `build()` (a context
+  manager) in a graph of its own: (the number of fused kernels computing
+  their own statistics, [group size of each collective])."""
   with tf.Graph().as_default() as g:
     with build():
       slim.batch_norm(tf.zeros([2, 4, 4, 3]), is_training=True, scope='bn')
-    types = [op.type for op in g.get_operations()]
+    own_statistics = [op for op in g.get_operations()
+                      if op.type == 'FusedBatchNormV3'
+                      and op.get_attr('is_training')]
     sizes = [int(tf.get_static_value(op.inputs[1])) for op in
              g.get_operations() if op.type == 'CollectiveReduceV2']
-  return {t: types.count(t) for t in ('FusedBatchNormV3',
-                                      'CollectiveReduceV2')}, sizes
+  return len(own_statistics), sizes
 
 
 def test_another_thread_building_meanwhile_gets_its_own_batch_norm():
@@ -274,7 +276,51 @@ def test_another_thread_building_meanwhile_gets_its_own_batch_norm():
   finally:
     done.set()
     thread.join(30)
-  assert plain == ({'FusedBatchNormV3': 1, 'CollectiveReduceV2': 0}, [])
-  assert synced == ({'FusedBatchNormV3': 0, 'CollectiveReduceV2': 1}, [2])
+  assert plain == (1, [])
+  assert synced == (0, [2])
   # Once every block has ended, tf-slim's own module is back.
-  assert _batch_norm_ops(contextlib.nullcontext)[0]['FusedBatchNormV3'] == 1
+  assert _batch_norm_ops(contextlib.nullcontext) == (1, [])
+
+
+@pytest.mark.parametrize('shape,fused', [((5, 3, 3, 2), True),
+                                         ((6, 4), False)])
+def test_a_group_of_one_equals_plain_batch_norm(shape, fused):
+  """Conv inputs take the fused kernel given the all-reduced statistics,
+  2-D inputs the layer's unfused path; both equal tf-slim's batch norm:
+  outputs, the gradients of the input, beta and gamma, the moving
+  averages after one update."""
+  from deployment import collectives  # pylint: disable=g-import-not-at-top
+  from deployment import sync_batch_norm  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(3)
+  values = (rng.randn(*shape) * 3 + 1).astype(np.float32)
+  weights = rng.randn(*shape).astype(np.float32)
+  results = {}
+  for name, synced in (('plain', False), ('synced', True)):
+    with tf.Graph().as_default() as g:
+      x = tf.constant(values)
+      kwargs = dict(is_training=True, scale=True, decay=0.5, scope='bn')
+      if synced:
+        y = sync_batch_norm.batch_norm(x, collectives.CollectiveGroup(1), 0,
+                                       **kwargs)
+      else:
+        y = slim.batch_norm(x, **kwargs)
+      variables = {v.op.name: v for v in tf.global_variables()}
+      trainable = [variables['bn/beta'], variables['bn/gamma']]
+      # A loss that is not linear in y, so every gradient term matters.
+      loss = tf.reduce_sum(tf.square(y) * weights)
+      gradients = tf.gradients(loss, [x] + trainable)
+      with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+        update = tf.no_op()
+      with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        results[name] = sess.run([y] + gradients)
+        sess.run(update)
+        results[name] += sess.run([variables['bn/moving_mean'],
+                                   variables['bn/moving_variance']])
+      given_statistics = [op for op in g.get_operations()
+                          if op.type == 'FusedBatchNormV3'
+                          and not op.get_attr('is_training')]
+    if synced:
+      assert len(given_statistics) == (1 if fused else 0)
+  for plain, synced in zip(results['plain'], results['synced']):
+    np.testing.assert_allclose(synced, plain, rtol=1e-5, atol=1e-5)
