@@ -45,9 +45,19 @@ class CollectiveGroup:
     timeout_seconds: a collective whose members do not all arrive fails
       after this long (tf.errors.DeadlineExceededError) instead of waiting
       forever; None waits forever.
+    time_first_only: give the timeout to the first collective each member
+      builds, not to the others. TensorFlow (2.21) watches each timed
+      collective with a thread of its own that sleeps the whole timeout,
+      even when the collective completed long before: one per op per step
+      piles up tens of thousands of threads with sync batch norm (two
+      collectives per layer per clone per step). Where the members are the
+      clones of one graph, timing the first is enough: a clone missing
+      from a step never arrives there, and once all have, every member is
+      in the step (a failing op aborts the step's other collectives).
   """
 
-  def __init__(self, group_size, group_key=1, timeout_seconds=60.0):
+  def __init__(self, group_size, group_key=1, timeout_seconds=60.0,
+               time_first_only=False):
     if group_size < 1:
       raise ValueError('group_size must be >= 1, got %r' % (group_size,))
     if timeout_seconds is not None and timeout_seconds <= 0:
@@ -56,6 +66,8 @@ class CollectiveGroup:
     self.group_size = group_size
     self.group_key = group_key
     self.timeout_seconds = timeout_seconds
+    self._time_first_only = time_first_only
+    self._timed_members = set()
     self._keys = {}
     self._next_key = itertools.count(1)
     self._occurrences = {}
@@ -73,23 +85,34 @@ class CollectiveGroup:
       self._keys[slot] = next(self._next_key)
     return self._keys[slot]
 
+  def timeout_for(self, member):
+    """The timeout_seconds attribute of `member`'s next collective (0: no
+    timeout)."""
+    if self.timeout_seconds is None:
+      return 0.0
+    if self._time_first_only:
+      if member in self._timed_members:
+        return 0.0
+      self._timed_members.add(member)
+    return float(self.timeout_seconds)
+
 
 def _communication_hint(tensor):
   return 'nccl' if 'GPU' in (tensor.device or '').upper() else 'auto'
 
 
-def _attributes(group, instance_key, tensor):
+def _attributes(group, instance_key, tensor, member):
   """The attributes every collective op of `group` takes."""
   return dict(group_size=group.group_size, group_key=group.group_key,
               instance_key=instance_key,
               communication_hint=_communication_hint(tensor),
-              timeout_seconds=float(group.timeout_seconds or 0))
+              timeout_seconds=group.timeout_for(member))
 
 
-def _reduce(tensor, group, instance_key):
+def _reduce(tensor, group, instance_key, member):
   return tf.raw_ops.CollectiveReduceV2(
       input=tensor, ordering_token=[], merge_op='Add', final_op='Id',
-      **_attributes(group, instance_key, tensor))
+      **_attributes(group, instance_key, tensor, member))
 
 
 def all_reduce_sum(tensor, group, name, member):
@@ -112,8 +135,8 @@ def all_reduce_sum(tensor, group, name, member):
   def reduce_with_gradient(x):
     def gradient(upstream):
       return _reduce(upstream, group,
-                     group.instance_key(name + '/gradient', member))
-    return _reduce(x, group, key), gradient
+                     group.instance_key(name + '/gradient', member), member)
+    return _reduce(x, group, key, member), gradient
 
   return reduce_with_gradient(tensor)
 
@@ -187,7 +210,7 @@ def all_reduce_mean(tensors, group, member, name,
   def reduce(flat, number):
     summed = _reduce(flat, group,
                      group.instance_key('%s/buffer_%d' % (name, number),
-                                        member))
+                                        member), member)
     return summed * tf.cast(scale, summed.dtype)
 
   return _packed(list(tensors), buffer_bytes, reduce)
@@ -204,7 +227,7 @@ def broadcast(tensors, group, member, name, is_source,
 
   def send_or_receive(flat, number):
     common = _attributes(group, group.instance_key(
-        '%s/buffer_%d' % (name, number), member), flat)
+        '%s/buffer_%d' % (name, number), member), flat, member)
     if is_source:
       return tf.raw_ops.CollectiveBcastSendV2(input=flat, **common)
     # Static: the receiver's own values (`flat`) are never computed.

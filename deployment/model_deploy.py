@@ -139,10 +139,12 @@ def _clone_group(config, sync_batch_norm):
         'separate_cpu_devices=True), with a session from '
         'model_deploy.session_config(config)'
         % (config.num_clones, config.clone_device(0)))
+  # Between processes every collective is timed: a worker can die mid-step.
   return collectives.CollectiveGroup(
       sync_batch_norm_group_size(config),
       group_key=collectives.CLONES_GROUP_KEY,
-      timeout_seconds=config.collective_timeout_secs)
+      timeout_seconds=config.collective_timeout_secs,
+      time_first_only=not config.all_reduce_replicas)
 
 
 def _replica_group(config, group_key):

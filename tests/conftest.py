@@ -24,18 +24,3 @@ def digits_dir(tmp_path_factory):
   convert_digits.run(directory)
   return directory
 
-
-# Modules whose tests send traffic over 127.0.0.1 (servers, clusters,
-# TensorBoard). Under `pytest -n 2 --dist loadgroup` (`make test`) they run
-# one at a time on one worker, so the benchmark that counts loopback bytes
-# sees only its own, and two clusters never compete for ports.
-LOOPBACK_MODULES = frozenset([
-    'test_all_reduce', 'test_all_reduce_cluster', 'test_benchmarks',
-    'test_cluster_e2e', 'test_launch', 'test_tensorboard',
-])
-
-
-def pytest_collection_modifyitems(items):
-  for item in items:
-    if item.module.__name__.rsplit('.', 1)[-1] in LOOPBACK_MODULES:
-      item.add_marker(pytest.mark.xdist_group('loopback'))

@@ -324,3 +324,67 @@ def test_a_group_of_one_equals_plain_batch_norm(shape, fused):
       assert len(given_statistics) == (1 if fused else 0)
   for plain, synced in zip(results['plain'], results['synced']):
     np.testing.assert_allclose(synced, plain, rtol=1e-5, atol=1e-5)
+
+
+def _three_layer_model_fn(num_clones):
+  """model_fn of three conv + batch-norm layers; clone i gets slice i."""
+  images, labels = data(2 * num_clones)
+  calls = []
+
+  def model_fn():
+    i = len(calls)
+    calls.append(i)
+    net = tf.constant(images[2 * i:2 * i + 2])
+    with slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm,
+                        normalizer_params={'is_training': True}):
+      for layer in range(3):
+        net = slim.conv2d(net, 4, [3, 3], scope='conv%d' % layer)
+    logits = slim.fully_connected(slim.flatten(net), 3, activation_fn=None,
+                                  scope='logits')
+    tf.losses.sparse_softmax_cross_entropy(labels[2 * i:2 * i + 2], logits)
+
+  return model_fn
+
+
+def _collective_timeouts(graph):
+  return {op.name: op.get_attr('timeout_seconds')
+          for op in graph.get_operations() if op.type == 'CollectiveReduceV2'}
+
+
+def test_only_each_clones_first_collective_has_the_timeout(graph):
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True, separate_cpu_devices=True,
+      collective_timeout_secs=7)
+  model = model_deploy.deploy(
+      config, _three_layer_model_fn(2),
+      optimizer=tf.train.GradientDescentOptimizer(0.1), sync_batch_norm=True)
+  timeouts = _collective_timeouts(graph)
+  # 3 layers x (forward + gradient) x 2 clones; the first layer's forward
+  # of each clone is timed.
+  assert len(timeouts) == 12
+  assert {n: t for n, t in timeouts.items() if t} == {
+      'clone_0/conv0/BatchNorm/sync_moments/CollectiveReduceV2': 7.0,
+      'clone_1/conv0/BatchNorm/sync_moments/CollectiveReduceV2': 7.0}
+  # TensorFlow watches each timed collective with a thread that sleeps the
+  # whole timeout: 2 timed ops make about 2 x 2 threads a step, where
+  # timing all 12 made about 2 x 12.
+  with tf.Session(config=model_deploy.session_config(config)) as sess:
+    sess.run(tf.global_variables_initializer())
+    sess.run(model.train_op)
+    before = len(os.listdir('/proc/self/task'))
+    for _ in range(20):
+      sess.run(model.train_op)
+    added = len(os.listdir('/proc/self/task')) - before
+  assert 2 * 2 * 20 - 10 <= added <= 2 * 2 * 20 + 20, added
+
+
+def test_between_replicas_every_collective_has_the_timeout(graph):
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True, separate_cpu_devices=True,
+      replica_id=0, num_replicas=2, collective_timeout_secs=7)
+  model_deploy.deploy(
+      config, _three_layer_model_fn(2),
+      optimizer=tf.train.GradientDescentOptimizer(0.1), sync_batch_norm=True)
+  timeouts = _collective_timeouts(graph)
+  # The 12 of sync batch norm and the gradients' all-reduce.
+  assert len(timeouts) == 13 and set(timeouts.values()) == {7.0}
