@@ -130,6 +130,8 @@ def build_training_graph(config):
   """Builds the training graph in the default graph; returns TrainingGraph."""
   f = config.flags
   deployment = config.deployment
+  if f.random_seed is not None:
+    tf.set_random_seed(f.random_seed)
   with tf.device(deployment.variables_device()):
     global_step = tf.train.get_or_create_global_step()
   batches = input_batches(config)

@@ -51,9 +51,13 @@ class CollectiveGroup:
       even when the collective completed long before: one per op per step
       piles up tens of thousands of threads with sync batch norm (two
       collectives per layer per clone per step). Where the members are the
-      clones of one graph, timing the first is enough: a clone missing
-      from a step never arrives there, and once all have, every member is
-      in the step (a failing op aborts the step's other collectives).
+      clones of one graph, timing the first is enough when every other
+      collective of a clone depends on it (a chain of layers, a stem
+      before branches): a clone missing from a step leaves the others
+      waiting there, and once all have arrived every member is in the step
+      (a failing op aborts the step's other collectives). A model whose
+      batch norms sit in towers with inputs of their own, run one tower
+      at a time, could wait untimed.
   """
 
   def __init__(self, group_size, group_key=1, timeout_seconds=60.0,

@@ -41,9 +41,11 @@ class DeploymentConfig:
     devices_per_clone: devices each clone spans (model parallelism inside a
       clone): clone i gets devices i*k .. i*k+k-1; `clone_devices(i)` lists
       them for model_fn to place its parts. Ops default to the first.
-    collective_timeout_secs: a collective op (sync batch norm) whose
-      members do not all arrive fails after this many seconds instead of
-      waiting forever.
+    collective_timeout_secs: a collective op (sync batch norm, the
+      all-reduce between replicas) whose members do not all arrive fails
+      after this many seconds instead of waiting forever. Between the
+      clones of one graph only each clone's first sync batch norm
+      collective is timed (see collectives.CollectiveGroup).
     cache_variable_reads: with ps tasks, each step reads every model
       variable from its ps once into the worker's CPU, and all the
       worker's clones (and the regularizers) use that copy; the bytes sent

@@ -447,7 +447,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       averaging the gradients every step, each replica applies its own and
       every k-th global step the replicas average the variables they train
       (the optimizer's slots stay each replica's own). Nothing crosses the
-      network in between. With k = 1 (and SGD or momentum) the result is
+      network in between, except sync batch norm's statistics if asked
+      for. With k = 1 (and SGD or momentum) the result is
       that of averaging the gradients.
 
   Returns:

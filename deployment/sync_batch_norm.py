@@ -81,11 +81,12 @@ class SyncBatchNormalization(_PlainLayer):
 
   def _fused_path_fits(self, inputs, training, mask):
     """Whether `call` can normalise with the fused kernel: training for
-    sure, 4-D channels-last, none of renorm, virtual batches, adjustment,
-    masks."""
+    sure, a dtype the kernel takes, 4-D channels-last, none of renorm,
+    virtual batches, adjustment, masks."""
     training_value = (training if isinstance(training, bool)
                       else tf.get_static_value(training))
     return (training_value is not None and bool(training_value)
+            and inputs.dtype in (tf.float16, tf.bfloat16, tf.float32)
             and inputs.shape.rank == 4 and list(self.axis) == [3]
             and not self.renorm and self.virtual_batch_size is None
             and self.adjustment is None and mask is None)

@@ -413,12 +413,12 @@ def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
   recovered = {worker: (int(step), int(reached), int(lost)) for
                worker, step, reached, lost in RECOVERED.findall(log)}
   assert sorted(recovered) == ['worker0', 'worker1'], log[-4000:]
-  # Each worker reads the global step once its new session is ready. The
-  # chief restored the checkpoint, but a non-chief that saw the model ready
-  # may already have run a step before the chief's read (one CI run: 23
-  # after restoring 22); a non-chief polls every --non_chief_wait_secs (1
-  # s), so the chief may have run more steps before its read (one CI run:
-  # 6). Each counts the steps it saw after the step it goes on from.
+  # Each worker reads the global step once its new session is ready, so
+  # none is bound to read the restored step itself: the chief read 23
+  # after restoring 22 in one run (a non-chief that saw the model ready had
+  # already run a step), and a non-chief, which polls for the chief's
+  # restore every --non_chief_wait_secs (1 s), read 6 past it in another.
+  # Each counts the steps it saw after the step it goes on from.
   last_step = _checkpoint_step(train_dir)
   assert last_step in range(80, 83)
   for step, last_seen, lost in recovered.values():

@@ -183,7 +183,7 @@ def test_digits_lenet_reaches_97_percent(digits_dir, tmp_path, name):
       '--learning_rate_decay_type=polynomial', '--num_epochs_per_decay=6.68',
       '--end_learning_rate=1e-5', '--max_number_of_steps=300',
       '--moving_average_decay=%s' % MOVING_AVERAGE_DECAY,
-      '--log_every_n_steps=100', '--shuffle_seed=1',
+      '--log_every_n_steps=100', '--shuffle_seed=1', '--random_seed=1',
       '--train_dir=%s' % train_dir, timeout=1800)
   assert result.returncode == 0, result.stdout[-3000:]
   assert digits_accuracy(

@@ -81,6 +81,23 @@ def test_resumes_from_latest_checkpoint(digits_dir, tmp_path):
   assert _checkpoint_step(train_dir) == 20
 
 
+@pytest.mark.slow
+def test_random_seed_fixes_the_trained_weights(digits_dir, tmp_path):
+  """Initialisers and dropout follow --random_seed: the same seed and
+  input order train the same weights, another seed other ones."""
+
+  def weights(name, seed):
+    train_dir = str(tmp_path / name)
+    _assert_ok(run_script(TRAIN, *_train_flags(
+        digits_dir, train_dir, 3, '--num_clones=1', '--shuffle_seed=1',
+        '--random_seed=%d' % seed)))
+    return tf.train.load_checkpoint(train_dir).get_tensor('LeNet/fc3/weights')
+
+  first = weights('first', 5)
+  np.testing.assert_allclose(weights('again', 5), first, rtol=0, atol=1e-6)
+  assert np.abs(weights('other', 6) - first).max() > 1e-3
+
+
 def _wait_for_checkpoint_after(train_dir, step, timeout=120):
   deadline = time.time() + timeout
   while time.time() < deadline:

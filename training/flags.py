@@ -137,6 +137,9 @@ flags.DEFINE_integer('non_chief_wait_secs', 30,
                      'has initialised the model.')
 flags.DEFINE_integer('shuffle_seed', None,
                      'Seed of the input shuffling (None: random).')
+flags.DEFINE_integer('random_seed', None,
+                     'Graph-level seed of the weight initialisers and of '
+                     'dropout (tf.set_random_seed; None: random).')
 flags.DEFINE_string('ps_hosts', '',
                     'Comma-separated host:port of the ps tasks; with '
                     '--worker_hosts and --job_name, or use TF_CONFIG instead '
