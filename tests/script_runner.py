@@ -1,12 +1,24 @@
-"""Runs the project's scripts as subprocesses, bounded in time."""
+"""Runs the project's scripts as processes of their own, bounded in time.
 
+The scripts are forked from a Python that has TensorFlow imported already
+(tests/warm_python.py): each run then costs its own work, not the 5-8 s of
+CPU of importing TensorFlow again. `fresh=True` (or SLIM_TESTS_FRESH=1 in
+the environment, for every run) starts a new interpreter instead, for
+tests about what a real start prints or when a fork is in doubt.
+"""
+
+import atexit
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MAX_MESSAGE = 1 << 20
 
 
 def script_env():
@@ -18,23 +30,172 @@ def script_env():
   return env
 
 
-def run_script(script, *args, timeout=180):
-  """Runs `python script args...` from the repository; returns the result.
+class _ForkedProcess:
+  """What the tests use of subprocess.Popen, for a child of the server."""
 
-  The output (stdout and stderr together) is in `.stdout`.
+  def __init__(self, argv, pid, stdout):
+    self.args = argv
+    self.pid = pid
+    self.stdout = stdout
+    self.returncode = None
+    self._exited = threading.Event()
+
+  def _set_exited(self, returncode):
+    self.returncode = returncode
+    self._exited.set()
+
+  def poll(self):
+    return self.returncode
+
+  def wait(self, timeout=None):
+    if not self._exited.wait(timeout):
+      raise subprocess.TimeoutExpired(self.args, timeout)
+    return self.returncode
+
+  def send_signal(self, sig):
+    if self.returncode is None:
+      os.kill(self.pid, sig)
+
+  def kill(self):
+    self.send_signal(signal.SIGKILL)
+
+  def terminate(self):
+    self.send_signal(signal.SIGTERM)
+
+  def communicate(self, timeout=None):
+    """Reads the output to its end and waits, like Popen.communicate."""
+    output = []
+    reader = threading.Thread(target=lambda: output.append(self.stdout.read()),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+      raise subprocess.TimeoutExpired(self.args, timeout)
+    self.stdout.close()
+    self.wait(timeout)
+    return output[0], None
+
+
+class _WarmPython:
+  """The client of one tests/warm_python.py server, started on first use."""
+
+  def __init__(self):
+    self._socket, theirs = socket.socketpair(socket.AF_UNIX,
+                                             socket.SOCK_SEQPACKET)
+    self._server = subprocess.Popen(
+        [sys.executable, os.path.join(REPO, 'tests', 'warm_python.py'),
+         str(theirs.fileno())],
+        cwd=REPO, env=script_env(), pass_fds=[theirs.fileno()],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    theirs.close()
+    self._lock = threading.Lock()  # One request at a time: replies in order.
+    self._started = []  # The pid reply of the request in flight.
+    self._pid_arrived = threading.Condition(self._lock)
+    self._processes = {}
+    self._early_exits = {}
+    threading.Thread(target=self._read_replies, daemon=True).start()
+
+  def _read_replies(self):
+    while True:
+      message = self._socket.recv(_MAX_MESSAGE)
+      if not message:
+        break
+      reply = json.loads(message)
+      with self._lock:
+        if 'pid' in reply:
+          self._started.append(reply['pid'])
+          self._pid_arrived.notify_all()
+          continue
+        process = self._processes.pop(reply['exited'], None)
+        if process is None:
+          self._early_exits[reply['exited']] = reply['returncode']
+        else:
+          process._set_exited(reply['returncode'])  # pylint: disable=protected-access
+    with self._lock:  # The server is gone: nothing left will report.
+      for process in self._processes.values():
+        process._set_exited(-signal.SIGKILL)  # pylint: disable=protected-access
+      self._processes.clear()
+      self._pid_arrived.notify_all()
+
+  def start(self, argv, env):
+    read_end, write_end = os.pipe()
+    request = json.dumps({'argv': argv, 'cwd': REPO, 'env': env}).encode()
+    with self._lock:
+      try:
+        socket.send_fds(self._socket, [request], [write_end])
+      finally:
+        os.close(write_end)
+      while not self._started:
+        if self._server.poll() is not None:
+          os.close(read_end)
+          raise RuntimeError('tests/warm_python.py exited with status %s'
+                             % self._server.returncode)
+        self._pid_arrived.wait(1.0)
+      pid = self._started.pop()
+      process = _ForkedProcess(argv, pid, os.fdopen(read_end, 'r'))
+      if pid in self._early_exits:
+        process._set_exited(self._early_exits.pop(pid))  # pylint: disable=protected-access
+      else:
+        self._processes[pid] = process
+    return process
+
+  def close(self):
+    # shutdown() first: it wakes the reply reader, which close() alone
+    # would leave blocked, holding the socket open.
+    self._socket.shutdown(socket.SHUT_RDWR)
+    self._socket.close()
+    try:
+      self._server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+      self._server.kill()
+
+
+_warm = None
+_warm_lock = threading.Lock()
+
+
+def _warm_python():
+  global _warm
+  with _warm_lock:
+    if _warm is None:
+      _warm = _WarmPython()
+      atexit.register(_warm.close)
+    return _warm
+
+
+def _wants_fresh(fresh):
+  return fresh or os.environ.get('SLIM_TESTS_FRESH') == '1'
+
+
+def start_script(script, *args, env=None, fresh=False):
+  """Starts a script in its own process group; stop it with `kill_group`.
+
+  The output (stdout and stderr together) is the text stream `.stdout`.
+  `env` adds to script_env().
   """
-  command = [sys.executable, os.path.join(REPO, script)] + list(args)
-  return subprocess.run(command, cwd=REPO, env=script_env(),
-                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                        text=True, timeout=timeout, check=False)
+  argv = [os.path.join(REPO, script)] + list(args)
+  full_env = dict(script_env(), **(env or {}))
+  if _wants_fresh(fresh):
+    return subprocess.Popen([sys.executable] + argv, cwd=REPO, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+  return _warm_python().start(argv, full_env)
 
 
-def start_script(script, *args):
-  """Starts a script in its own process group; stop it with `kill_group`."""
-  command = [sys.executable, os.path.join(REPO, script)] + list(args)
-  return subprocess.Popen(command, cwd=REPO, env=script_env(),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, start_new_session=True)
+def run_script(script, *args, timeout=180, env=None, fresh=False):
+  """Runs `python script args...` from the repository; returns the result
+  (a subprocess.CompletedProcess) once it ends. The output (stdout and
+  stderr together) is in `.stdout`; past `timeout` seconds the run is
+  killed and subprocess.TimeoutExpired raised."""
+  process = start_script(script, *args, env=env, fresh=fresh)
+  try:
+    output, _ = process.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    kill_group(process)
+    raise
+  return subprocess.CompletedProcess(process.args, process.returncode,
+                                     output)
 
 
 def kill_group(process, sig=signal.SIGKILL):

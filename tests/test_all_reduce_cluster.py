@@ -7,8 +7,6 @@ training script under `python -m deployment.launch --num_ps 0`.
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -20,6 +18,7 @@ from tests import test_all_reduce
 from tests.script_runner import REPO
 from tests.script_runner import digits_accuracy
 from tests.script_runner import script_env
+from tests.script_runner import start_script
 from tests.test_cluster_e2e import LAUNCH_TIMEOUT
 from tests.test_cluster_e2e import _checkpoint_step
 from tests.test_cluster_e2e import _run_to_end
@@ -142,15 +141,12 @@ def test_workers_given_different_clusters_stop_before_writing(digits_dir,
   train_dir = str(tmp_path / 'train')
   ports = launch.free_ports(3)
   hosts = ['127.0.0.1:%d' % p for p in ports]
-  args = [os.path.join(REPO, 'train_image_classifier.py')] + _train_args(
-      digits_dir, train_dir, 20, '--collective_timeout_secs=30')
+  args = _train_args(digits_dir, train_dir, 20, '--collective_timeout_secs=30')
   processes = []
   for index, workers in ((0, hosts[:2]), (1, hosts)):
-    env = dict(script_env(), TF_CONFIG=launch.tf_config(
-        [], workers, 'worker', index))
-    processes.append(subprocess.Popen(
-        [sys.executable] + args, cwd=REPO, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True))
+    processes.append(start_script(
+        'train_image_classifier.py', *args,
+        env={'TF_CONFIG': launch.tf_config([], workers, 'worker', index)}))
   try:
     outputs = [p.communicate(timeout=LAUNCH_TIMEOUT)[0] for p in processes]
   finally:

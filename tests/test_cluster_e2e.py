@@ -26,6 +26,7 @@ from deployment.slim_compat import tf
 from tests.script_runner import REPO
 from tests.script_runner import process_alive
 from tests.script_runner import script_env
+from tests.script_runner import start_script
 
 TRAIN = 'train_image_classifier.py'
 LAUNCH_TIMEOUT = 150
@@ -498,15 +499,10 @@ def bad_input_results(tmp_path_factory):
   processes = {}
   try:
     for name, (config, args, _) in BAD_INPUTS.items():
-      env = script_env()
-      if config is not None:
-        env['TF_CONFIG'] = config
+      env = {} if config is None else {'TF_CONFIG': config}
       train_dir = str(base / name / 'train')
-      processes[name] = (subprocess.Popen(
-          [sys.executable, TRAIN, '--train_dir=%s' % train_dir] + args,
-          cwd=REPO, env=env, stdout=subprocess.PIPE,
-          stderr=subprocess.STDOUT, text=True, start_new_session=True),
-                         train_dir)
+      processes[name] = (start_script(TRAIN, '--train_dir=%s' % train_dir,
+                                      *args, env=env), train_dir)
     yield {name: BadInputResult(process.communicate(timeout=120)[0],
                                 process.returncode, train_dir)
            for name, (process, train_dir) in processes.items()}

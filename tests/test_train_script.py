@@ -140,6 +140,17 @@ def _wait_for_checkpoint_write_after(train_dir, step, timeout=120):
 
 
 NUM_KILLS = 10
+LAST_STEP = 400
+
+
+def _wait_for_line(process, text, timeout=120):
+  deadline = time.time() + timeout
+  for line in process.stdout:  # Ends when the process does.
+    if text in line:
+      return
+    if time.time() > deadline:
+      break
+  pytest.fail('no line with %r within %d s' % (text, timeout))
 
 
 @pytest.mark.slow
@@ -148,52 +159,68 @@ def test_sigkill_at_ten_random_moments_keeps_the_uninterrupted_accuracy(
   base = str(tmp_path / 'base')
   # Killed while starting, before any checkpoint: the next run starts over.
   process = start_script(TRAIN, *_kill_flags(digits_dir, base, 100000))
-  time.sleep(1.0)
-  kill_group(process)
+  try:
+    _wait_for_line(process, 'global batch per step')
+  finally:
+    kill_group(process)
   assert _checkpoint_step(base) is None
   # The interrupted and the uninterrupted run start from the same weights.
   _assert_ok(run_script(TRAIN, *_kill_flags(digits_dir, base, 20)))
   interrupted = str(tmp_path / 'interrupted')
   shutil.copytree(base, interrupted)
-
-  rng = random.Random(7)  # Seeded: a failure can be replayed.
-  previous = 20
-  for kill in range(NUM_KILLS):
-    process = start_script(TRAIN, *_kill_flags(digits_dir, interrupted,
-                                               100000))
-    try:
-      if kill % 4 == 3:  # Kills 4 and 8: while a checkpoint is written.
-        _wait_for_checkpoint_write_after(interrupted, previous)
-      else:  # The others: at a random moment after a new checkpoint.
-        _wait_for_checkpoint_after(interrupted, previous)
-        time.sleep(rng.uniform(0.0, 1.2))
-    finally:
-      kill_group(process)
-    latest = _checkpoint_step(interrupted)
-    # Whatever SIGKILL interrupted, the latest checkpoint is whole and no
-    # older than the one the run resumed from.
-    assert latest >= previous
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(interrupted))
-    assert reader.get_tensor('global_step') == latest
-    assert np.all(np.isfinite(reader.get_tensor('LeNet/fc4/weights')))
-    previous = latest
-
-  last_step = max(400, previous + 60)
-  result = run_script(TRAIN, *_kill_flags(digits_dir, interrupted,
-                                          last_step))
+  # The uninterrupted run goes on meanwhile.
+  uninterrupted_run = start_script(TRAIN, *_kill_flags(digits_dir, base,
+                                                       LAST_STEP))
+  try:
+    previous = _kill_ten_times(digits_dir, interrupted, first_step=20)
+    result = run_script(TRAIN, *_kill_flags(digits_dir, interrupted,
+                                            LAST_STEP))
+    output, _ = uninterrupted_run.communicate(timeout=300)
+  finally:
+    kill_group(uninterrupted_run)
   _assert_ok(result)
   assert 'Restoring parameters from %s/model.ckpt-%d' % (
       interrupted, previous) in result.stdout
-  assert _checkpoint_step(interrupted) == last_step
-  _assert_ok(run_script(TRAIN, *_kill_flags(digits_dir, base, last_step)))
+  assert _checkpoint_step(interrupted) == LAST_STEP
+  assert uninterrupted_run.returncode == 0, output[-3000:]
+  assert _checkpoint_step(base) == LAST_STEP
   # Not bit for bit: dropout draws its masks afresh after a restart.
   accuracy = digits_accuracy(digits_dir, interrupted)
   uninterrupted = digits_accuracy(digits_dir, base)
-  print('step %d: %.2f%% after %d kills, %.2f%% uninterrupted' % (
-      last_step, accuracy, NUM_KILLS, uninterrupted))  # pytest -rP
+  print('step %d: %.2f%% after %d kills (the last at step %d), %.2f%% '
+        'uninterrupted' % (LAST_STEP, accuracy, NUM_KILLS, previous,
+                           uninterrupted))  # pytest -rP
   assert uninterrupted > 96
   # Three uninterrupted runs of this schedule: 97.78%, 98.06%, 98.06%.
   assert abs(accuracy - uninterrupted) <= 1.5
+
+
+def _kill_ten_times(digits_dir, train_dir, first_step):
+  """SIGKILLs a run of train_dir NUM_KILLS times, each time checking the
+  checkpoint it leaves; returns the step of the last one."""
+  rng = random.Random(7)  # Seeded: a failure can be replayed.
+  previous = first_step
+  for kill in range(NUM_KILLS):
+    process = start_script(TRAIN, *_kill_flags(digits_dir, train_dir, 100000))
+    try:
+      if kill % 4 == 3:  # Kills 4 and 8: while a checkpoint is written.
+        _wait_for_checkpoint_write_after(train_dir, previous)
+      else:  # The others: at a random moment after a new checkpoint.
+        _wait_for_checkpoint_after(train_dir, previous)
+        time.sleep(rng.uniform(0.0, 1.2))
+    finally:
+      kill_group(process)
+    latest = _checkpoint_step(train_dir)
+    # Whatever SIGKILL interrupted, the latest checkpoint is whole and no
+    # older than the one the run resumed from.
+    assert latest >= previous
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+    assert reader.get_tensor('global_step') == latest
+    assert np.all(np.isfinite(reader.get_tensor('LeNet/fc4/weights')))
+    previous = latest
+  # The last run must still have steps of its own to train.
+  assert previous <= LAST_STEP - 60, previous
+  return previous
 
 
 def _make_gray_folder(root, num_classes, per_class):
