@@ -151,11 +151,18 @@ def native_stderr_filtered():
 def import_tensorflow():
   """Imports TensorFlow and finds its devices with NATIVE_NOISE filtered.
 
+  Sets the defaults TF_CPP_MIN_LOG_LEVEL=2 and TF_USE_LEGACY_KERAS=1 first,
+  for the variables the user has not set.
+
   Finding the devices is the step that calls cuInit; it would otherwise
   happen, and print, at the first session. It starts no session.
   Does nothing if TensorFlow is already imported.
   """
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  # tf.keras as tf_keras (Keras 2), the Keras that works in graph mode,
+  # unless the user chose. TensorFlow loads it at import; Keras 3, its
+  # default, cannot build TF1 graphs and is slower to load.
+  os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
   if 'tensorflow' in sys.modules:
     return
   with native_stderr_filtered():

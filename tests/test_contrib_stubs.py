@@ -124,8 +124,8 @@ def test_quantize_imports_and_its_calls_name_the_replacement():
     ('util.constant_value', 'use tf.get_static_value'),
     ('data.parallel_interleave', 'use tf.data.experimental.parallel_interleave'),
     ('image.rotate', 'TensorFlow Addons had it as tfa.image.rotate'),
-    # The tables' tf.compat.v1.nn.rnn_cell.LSTMCell is gone with Keras 3.
-    ('rnn.LSTMCell', 'use tf.compat.v1.nn.rnn_cell, or tf.keras.layers'),
+    # There with tf-keras, the tf.keras of this project (gone with Keras 3).
+    ('rnn.LSTMCell', 'use tf.compat.v1.nn.rnn_cell.LSTMCell'),
     # From NAME_ADVICE and MODULE_ADVICE.
     ('training.HParams', 'keep hyperparameters in a dict, a dataclass or '
                          'absl flags'),

@@ -54,12 +54,15 @@ LIBRARY_NOISE = [
 ]
 
 
-def _run_python(args, tf_cpp_min_log_level=None, timeout=180):
+def _run_python(args, tf_cpp_min_log_level=None, timeout=180, env=None):
+  given = env or {}
   env = dict(os.environ, PYTHONPATH=REPO)
   env.pop('TF_CONFIG', None)
   env.pop('PYTHONWARNINGS', None)
+  env.pop('TF_USE_LEGACY_KERAS', None)
   # conftest sets the variable for the tests; here the user's shell decides.
   env.pop('TF_CPP_MIN_LOG_LEVEL', None)
+  env.update(given)
   if tf_cpp_min_log_level is not None:
     env['TF_CPP_MIN_LOG_LEVEL'] = tf_cpp_min_log_level
   return subprocess.run([sys.executable] + args, cwd=REPO, env=env,
@@ -83,6 +86,22 @@ def test_only_the_lines_of_the_project_and_the_user_are_printed():
       '<string>:17: UserWarning: a warning of the user',
       'GPUs found: %d' % gpus,
   ]
+
+
+KERAS_PROGRAM = '''
+from deployment.slim_compat import tf
+print('tf.keras from', tf.keras.layers.Dense.__module__.split('.')[0])
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('choice,package', [(None, 'tf_keras'),
+                                            ('0', 'keras')])
+def test_tf_keras_is_keras_2_unless_the_user_chose(choice, package):
+  env = {} if choice is None else {'TF_USE_LEGACY_KERAS': choice}
+  result = _run_python(['-c', KERAS_PROGRAM], env=env)
+  assert result.returncode == 0, result.stdout
+  assert result.stdout.splitlines()[-1] == 'tf.keras from %s' % package
 
 
 @pytest.mark.slow
