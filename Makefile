@@ -20,12 +20,17 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# Two pytest workers: the tests wait on processes, servers and timeouts
+# often enough for a second worker to fill the cores. Tests that use
+# 127.0.0.1 share one worker (the `loopback` xdist group).
+PYTEST := $(PY) -m pytest -q -n 2 --dist loadgroup
+
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=30
+	$(PYTEST) --durations=30
 
 # Everything but the slow end-to-end runs.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # The main job: LeNet on the embedded digits dataset, 2 CPU clones, then the
 # test-split accuracy. A fresh run each time (RUN_DIR is this target's own).

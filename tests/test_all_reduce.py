@@ -19,6 +19,12 @@ from deployment.slim_compat import slim
 from deployment.slim_compat import tf
 from tests import test_sync_batch_norm
 
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+
 FEATURES, CLASSES, BATCH = 6, 3, 4  # BATCH: per clone
 
 

@@ -25,6 +25,12 @@ from tests.test_cluster_e2e import _run_to_end
 from tests.test_cluster_e2e import _train_args
 from tests.test_cluster_e2e import launcher  # pylint: disable=unused-import
 
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+
 WORKER = os.path.join('tests', 'all_reduce_worker.py')
 
 

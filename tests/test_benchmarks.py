@@ -23,6 +23,12 @@ import results
 import training_loop
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+
 
 def table_rows(lines, header_start):
   """Cells of the rows of the Markdown table whose header starts so."""

@@ -11,6 +11,12 @@ from deployment.slim_compat import tf
 from training import replica_session
 from tests.fake_clock import FakeClock
 
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+
 PS = ['127.0.0.1:2220', '127.0.0.1:2221']
 WORKERS = ['127.0.0.1:2222', '127.0.0.1:2223', '127.0.0.1:2224']
 

@@ -28,6 +28,12 @@ from tests.script_runner import process_alive
 from tests.script_runner import script_env
 from tests.script_runner import start_script
 
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+
 TRAIN = 'train_image_classifier.py'
 LAUNCH_TIMEOUT = 150
 STEP_LINE = re.compile(r'^\[(worker\d+)\] INFO:tensorflow:step (\d+): loss',
@@ -379,7 +385,10 @@ RECOVERED = re.compile(
 def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
                                                          tmp_path):
   train_dir = str(tmp_path / 'train')
-  local, sink = _local_cluster(digits_dir, train_dir, 80, 1, 2,
+  # 200 steps: a non-chief polls for the chief's restore every second; on a
+  # busy machine the chief alone ran the 75 steps left of an 80-step run
+  # before the other worker was back.
+  local, sink = _local_cluster(digits_dir, train_dir, 200, 1, 2,
                                ps_restarts=1)
   killed = {}
 
@@ -413,7 +422,8 @@ def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
   assert len(restored) == 1 and restored[0] >= killed['after_checkpoint']
   recovered = {worker: (int(step), int(reached), int(lost)) for
                worker, step, reached, lost in RECOVERED.findall(log)}
-  assert sorted(recovered) == ['worker0', 'worker1'], log[-4000:]
+  assert sorted(recovered) == ['worker0', 'worker1'], '\n'.join(
+      line for line in log.splitlines() if 'INFO:tensorflow:step ' not in line)
   # Each worker reads the global step once its new session is ready, so
   # none is bound to read the restored step itself: the chief read 23
   # after restoring 22 in one run (a non-chief that saw the model ready had
@@ -421,9 +431,9 @@ def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
   # restore every --non_chief_wait_secs (1 s), read 6 past it in another.
   # Each counts the steps it saw after the step it goes on from.
   last_step = _checkpoint_step(train_dir)
-  assert last_step in range(80, 83)
+  assert last_step in range(200, 203)
   for step, last_seen, lost in recovered.values():
-    assert restored[0] <= step < last_step
+    assert restored[0] <= step <= last_step
     assert lost == max(0, last_seen - step)
 
 

@@ -20,6 +20,12 @@ from tests.script_runner import REPO
 from tests.script_runner import process_alive
 from tests.fake_clock import FakeClock
 
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+
 # A ps task listens on its TF_CONFIG address and serves until SIGTERM, which
 # it turns into a clean exit. A worker first connects to every ps (as a
 # TensorFlow worker waits for its ps tasks), so by the time it prints, every

@@ -11,6 +11,12 @@ from training import run_config
 from training.errors import UsageError
 from training.flags import FLAGS
 
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+
 NO_ENV = {}
 # Never created: configurations are only validated here.
 UNUSED_TRAIN_DIR = os.path.join(tempfile.gettempdir(), 'run_config_train')

@@ -17,6 +17,12 @@ from deployment import slim_loops
 from deployment.slim_compat import slim, tf
 from datasets import dataset_factory
 
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+
 # A linear model whose loss goes to 0: y = x . [1, -2, 0.5].
 FEATURES = np.random.RandomState(0).randn(32, 3).astype(np.float32)
 TARGETS = FEATURES.dot(np.array([[1.0], [-2.0], [0.5]], np.float32))
