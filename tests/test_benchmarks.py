@@ -209,10 +209,14 @@ def test_cluster_throughput_writes_its_result_file(tmp_path, digits_dir):
   assert [row[1] for row in rows] == ['1', '2', '2']
   assert rows[0][4] == '1.000'
   assert all(float(row[2]) > 0 for row in rows)
-  # Loopback traffic: none alone; LeNet's 12.5 MiB of weights and gradients
-  # each step, through a ps or between the workers.
+  # Loopback traffic: LeNet's 12.5 MiB of weights and gradients each step,
+  # through a ps or between the workers; none of the process alone. The
+  # benchmark counts all of 127.0.0.1: under `pytest -n 2` it counted
+  # 2.1 MiB per step of other traffic for the process alone (twice, the
+  # source not found), so the bound is relative.
   sent = [float(row[6]) for row in rows]
-  assert sent[0] < 1 and sent[1] > 20 and sent[2] > 20
+  assert sent[1] > 20 and sent[2] > 20
+  assert sent[0] < 0.25 * min(sent[1:])
 
 
 def test_cluster_throughput_setups_are_checked():
