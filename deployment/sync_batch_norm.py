@@ -65,9 +65,7 @@ class SyncBatchNormalization(_PlainLayer):
     training = self._get_training_value(training)
     if not self._fused_path_fits(inputs, training, mask):
       return super().call(inputs, training=training, mask=mask)
-    mean, variance = self._global_moments(inputs, [0, 1, 2])
-    mean, variance = tf.squeeze(mean, [0, 1, 2]), tf.squeeze(variance,
-                                                             [0, 1, 2])
+    mean, variance = self._global_moments(inputs, [0, 1, 2], keep_dims=False)
     for variable, value in ((self.moving_mean, mean),
                             (self.moving_variance, variance)):
       self.add_update(functools.partial(
@@ -91,9 +89,10 @@ class SyncBatchNormalization(_PlainLayer):
             and not self.renorm and self.virtual_batch_size is None
             and self.adjustment is None and mask is None)
 
-  def _global_moments(self, inputs, reduction_axes):
+  def _global_moments(self, inputs, reduction_axes, keep_dims):
     """The mean and variance over every member's batch, in float32, shaped
-    like a reduction of `inputs` over `reduction_axes` with kept dims."""
+    like a reduction of `inputs` over `reduction_axes` (with its reduced
+    dimensions kept as 1s if `keep_dims`)."""
     with tf.name_scope('sync_moments'):
       values = tf.cast(inputs, tf.float32)
       local_sum = tf.reduce_sum(values, reduction_axes, keepdims=True)
@@ -115,16 +114,16 @@ class SyncBatchNormalization(_PlainLayer):
       # E[x^2] - E[x]^2 can come out slightly negative in float32.
       variance = tf.maximum(mean_of_squares - tf.square(mean), 0.0)
       self._global_count = count
+      if not keep_dims:
+        mean = tf.squeeze(mean, reduction_axes)
+        variance = tf.squeeze(variance, reduction_axes)
       return mean, variance
 
   def _calculate_mean_and_var(self, inputs, reduction_axes, keep_dims,
                               mask=None):
     if mask is not None:
       raise ValueError('sync batch norm does not support masks')
-    mean, variance = self._global_moments(inputs, reduction_axes)
-    if not keep_dims:
-      mean = tf.squeeze(mean, reduction_axes)
-      variance = tf.squeeze(variance, reduction_axes)
+    mean, variance = self._global_moments(inputs, reduction_axes, keep_dims)
     return (tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype))
 
   def _assign_moving_average(self, variable, value, momentum, inputs_size):
