@@ -393,6 +393,11 @@ def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
   killed = {}
 
   def kill_ps_after_a_checkpoint():
+    # Once both workers train: on a busy machine worker1 was still starting
+    # at the chief's checkpoint 9, and a worker that never had a session
+    # does not re-create one.
+    for worker in ('worker0', 'worker1'):
+      sink.wait_for(r'^\[%s\] INFO:tensorflow:step' % worker)
     deadline = time.monotonic() + 90
     while (_checkpoint_step(train_dir) or 0) < 5:
       if time.monotonic() > deadline:
