@@ -16,6 +16,9 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MAX_MESSAGE = 1 << 20
@@ -204,6 +207,20 @@ def kill_group(process, sig=signal.SIGKILL):
   except ProcessLookupError:
     pass
   process.wait(timeout=30)
+
+
+def wait_for_log_line(process, pattern, timeout=180):
+  """Reads the process's output until a line matches; returns the lines."""
+  lines = []
+  deadline = time.time() + timeout
+  for line in process.stdout:  # Ends when the process does.
+    lines.append(line)
+    if re.search(pattern, line):
+      return lines
+    if time.time() > deadline:
+      break
+  pytest.fail('no line matching %r within %d s:\n%s' % (
+      pattern, timeout, ''.join(lines[-20:])))
 
 
 def process_alive(pid):

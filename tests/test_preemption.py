@@ -18,6 +18,7 @@ from tests.script_runner import kill_group
 from tests.script_runner import run_script
 from tests.script_runner import script_env
 from tests.script_runner import start_script
+from tests.script_runner import wait_for_log_line
 
 TRAIN = 'train_image_classifier.py'
 # Kubernetes' default grace period before SIGKILL.
@@ -38,20 +39,6 @@ def _latest_step(train_dir):
   return None if latest is None else int(latest.rsplit('-', 1)[1])
 
 
-def _wait_for_log_line(process, pattern, timeout=180):
-  """Reads the process's output until a line matches; returns the lines."""
-  lines = []
-  deadline = time.time() + timeout
-  for line in process.stdout:
-    lines.append(line)
-    if re.search(pattern, line):
-      return lines
-    if time.time() > deadline:
-      break
-  pytest.fail('no line matching %r within %d s:\n%s' % (
-      pattern, timeout, ''.join(lines[-20:])))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize('seed', [1, 2])
 def test_sigterm_saves_the_step_reached_and_exits_0(digits_dir, tmp_path,
@@ -59,7 +46,7 @@ def test_sigterm_saves_the_step_reached_and_exits_0(digits_dir, tmp_path,
   train_dir = str(tmp_path / 'train')
   process = start_script(TRAIN, *_flags(digits_dir, train_dir, 100000))
   try:
-    _wait_for_log_line(process, r'step \d+: loss')
+    wait_for_log_line(process, r'step \d+: loss')
     time.sleep(random.Random(seed).uniform(0.0, 2.0))
     sent = time.time()
     process.send_signal(signal.SIGTERM)

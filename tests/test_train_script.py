@@ -14,6 +14,7 @@ from tests.script_runner import digits_accuracy
 from tests.script_runner import kill_group
 from tests.script_runner import run_script
 from tests.script_runner import start_script
+from tests.script_runner import wait_for_log_line
 
 TRAIN = 'train_image_classifier.py'
 EVAL = 'eval_image_classifier.py'
@@ -143,16 +144,6 @@ NUM_KILLS = 10
 LAST_STEP = 400
 
 
-def _wait_for_line(process, text, timeout=120):
-  deadline = time.time() + timeout
-  for line in process.stdout:  # Ends when the process does.
-    if text in line:
-      return
-    if time.time() > deadline:
-      break
-  pytest.fail('no line with %r within %d s' % (text, timeout))
-
-
 @pytest.mark.slow
 def test_sigkill_at_ten_random_moments_keeps_the_uninterrupted_accuracy(
     digits_dir, tmp_path):
@@ -160,7 +151,7 @@ def test_sigkill_at_ten_random_moments_keeps_the_uninterrupted_accuracy(
   # Killed while starting, before any checkpoint: the next run starts over.
   process = start_script(TRAIN, *_kill_flags(digits_dir, base, 100000))
   try:
-    _wait_for_line(process, 'global batch per step')
+    wait_for_log_line(process, 'global batch per step')
   finally:
     kill_group(process)
   assert _checkpoint_step(base) is None

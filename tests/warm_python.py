@@ -9,10 +9,9 @@ its own (so `os.killpg(pid, ...)` reaches it and whatever it starts).
 
 Only third-party modules and `deployment.quiet` are imported here: the
 project's other modules and its flags load in each child, as in a fresh
-process. What a child cannot get
-afresh is what those imports read from the environment once (for instance
-TF_CPP_MIN_LOG_LEVEL), so the server starts with the environment the
-scripts get. Tests about the interpreter's own start (the terminal lines of
+process. What a child cannot get afresh is what those imports read from
+the environment once (for instance TF_CPP_MIN_LOG_LEVEL), so the server
+starts with the environment the scripts get. Tests about the interpreter's own start (the terminal lines of
 a TensorFlow import, tracebacks) start real processes instead.
 
 Protocol, over the SOCK_SEQPACKET socket whose descriptor is argv[1], one
