@@ -58,12 +58,13 @@ def _exit_code(exit_request):
   return 1
 
 
-def _run_child(request, output_fd, server):
+def _run_child(request, output_fd, server, in_session_fd):
   """In the forked child: becomes the script's process; never returns."""
   code = 1
   try:
     server.close()
     os.setsid()
+    os.close(in_session_fd)  # Tells the server that killpg(pid) works now.
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
@@ -120,9 +121,17 @@ def serve(server):
       if not message:
         return
       request = json.loads(message)
+      # The pid is reported once the child leads its own session, as
+      # Popen(start_new_session=True) returns: a caller that kills its
+      # group at once must not miss it.
+      in_session_read, in_session_write = os.pipe()
       pid = os.fork()
       if pid == 0:
-        _run_child(request, fds[0], server)
+        os.close(in_session_read)
+        _run_child(request, fds[0], server, in_session_write)
+      os.close(in_session_write)
+      os.read(in_session_read, 1)  # End of file once the child closed it.
+      os.close(in_session_read)
       os.close(fds[0])
       children.add(pid)
       server.send(json.dumps({'pid': pid}).encode())
