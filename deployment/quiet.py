@@ -8,6 +8,8 @@ exactly those, and nothing else:
     WARNING: All log messages before absl::InitializeLog() is called ...
     I... cudart_stub.cc:31] Could not find cuda drivers on your machine, ...
     E... cuda_platform.cc:52] failed call to cuInit: ... UNKNOWN ERROR (303)
+    I... port.cc:153] oneDNN custom operations are on. ...  (twice, on CPUs
+      with AVX-512; oneDNN stays on, TF_ENABLE_ONEDNN_OPTS=0 turns it off)
   Python warnings (by category, message and the module that raises them):
     `layer.apply` is deprecated ...        (every tf-slim layer calls it)
     `tf.layers.flatten` is deprecated ...  (slim.flatten calls it)
@@ -50,7 +52,9 @@ import warnings
 
 # One pattern per line TensorFlow writes from C++ while it loads on a machine
 # without CUDA. The absl line comes once per shared library that logs before
-# absl is initialised; it carries no information of its own.
+# absl is initialised; it carries no information of its own. The oneDNN
+# notice comes once per library that loads oneDNN, where the CPU has the
+# vector units (AVX-512) that switch its custom operations on.
 NATIVE_NOISE = tuple(re.compile(pattern) for pattern in (
     rb'WARNING: All log messages before absl::InitializeLog\(\) is called '
     rb'are written to STDERR$',
@@ -58,6 +62,8 @@ NATIVE_NOISE = tuple(re.compile(pattern) for pattern in (
     rb'on your machine, GPU will not be used\.$',
     rb'E\d{4} [\d:.]+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: '
     rb'.*\(303\)$',
+    rb'I\d{4} [\d:.]+ +\d+ port\.cc:\d+\] oneDNN custom operations are '
+    rb'on\. .*TF_ENABLE_ONEDNN_OPTS=0`\.$',
 ))
 
 # (message regex, module that raises it): UserWarnings of TensorFlow's legacy

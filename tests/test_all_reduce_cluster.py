@@ -171,11 +171,14 @@ def test_workers_given_different_clusters_stop_before_writing(digits_dir,
 
 
 @pytest.mark.slow
-def test_averaging_every_ten_steps_reaches_97_percent_on_digits(digits_dir,
+def test_averaging_every_ten_steps_reaches_96_percent_on_digits(digits_dir,
                                                                  tmp_path):
   # Each worker trains on its own half of the data with Adam and its own
   # slots; every 10th step the two average their weights. 450 global steps
   # of 2 x 32 examples (20.1 epochs), the rate decaying to zero over them.
+  # The floor keeps a margin below the runs of
+  # benchmarks/results/averaging_accuracy.md (seeds and oneDNN's CPU
+  # kernels on and off; one test digit is 0.28 points).
   train_dir = str(tmp_path / 'train')
   log = _run_to_end(str(tmp_path / 'launch.log'), 0, 2, [
       '--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
@@ -190,7 +193,7 @@ def test_averaging_every_ten_steps_reaches_97_percent_on_digits(digits_dir,
   assert _checkpoint_step(train_dir) == 450
   accuracy = digits_accuracy(digits_dir, train_dir)
   print('averaging every 10 steps: %.2f%%' % accuracy)  # pytest -rP
-  assert accuracy >= 97.0
+  assert accuracy >= 96.0
 
 
 @pytest.mark.slow

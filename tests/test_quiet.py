@@ -156,6 +156,19 @@ def test_native_filter_drops_exactly_the_cuda_stub_lines():
   assert output == (no_device + fatal).decode() + 'last words, no newline'
 
 
+def test_native_filter_drops_the_onednn_notice_of_avx512_cpus():
+  notice = (b'I0000 00:00:1795518646.306731    3426 port.cc:153] oneDNN custom '
+            b'operations are on. You may see slightly different numerical '
+            b'results due to floating-point round-off errors from different '
+            b'computation orders. To turn them off, set the environment '
+            b'variable `TF_ENABLE_ONEDNN_OPTS=0`.\n')
+  # Another port.cc line is not the notice.
+  other = (b'I0000 00:00:1795518646.306731    3426 port.cc:153] oneDNN custom '
+           b'operations are off.\n')
+  output = _stderr_through_filter(notice, other, notice, b'kept\n')
+  assert output == (other + b'kept\n').decode()
+
+
 def test_native_filter_is_off_when_the_user_asks_for_everything(monkeypatch):
   monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '0')
   with quiet.native_stderr_filtered() as filtered:
