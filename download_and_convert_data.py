@@ -21,14 +21,17 @@ it from and the folder to put it in.
   python download_and_convert_data.py --dataset_name=flowers \
       --source_dir=/tmp/flowers_tgz --dataset_dir=/tmp/flowers
 
-Each conversion is skipped when its outputs already exist, and writes every
-file under a temporary name, renamed only when complete.
+Each conversion is skipped when its outputs are already there, whole
+(every record read and counted); outputs that are not whole are converted
+again, with a log line saying why. Every file is written under a temporary
+name, renamed only when complete. Exit status 2 (one 'error:' line per
+problem) for bad flags, missing originals or an unwritable --dataset_dir;
+1 when writing fails midway (a full disk).
 """
 
 import os
-import sys
+import tempfile
 
-from absl import app
 from absl import flags
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -40,6 +43,12 @@ from datasets import convert_flowers
 from datasets import convert_folder
 from datasets import convert_mnist
 from datasets import imagenet
+from deployment.slim_compat import tf
+from training import cli
+from training import errors
+from training.errors import Problems
+from training.errors import ScriptError
+from training.errors import UsageError
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -103,26 +112,67 @@ def define_flags():
       'seed', 0, 'Seed of the train/validation split (folder only).')
 
 
-def main(argv):
-  del argv  # Unused.
-  if not FLAGS.dataset_name:
-    raise app.UsageError('--dataset_name is required (one of %s)'
-                         % ', '.join(CONVERTIBLE))
-  if not FLAGS.dataset_dir:
-    raise app.UsageError('--dataset_dir is required: where to write the '
-                         'TFRecord files')
+def check_writable(dataset_dir):
+  """dataset_dir is a folder this process can write, or can be created.
+
+  Raises:
+    UsageError: naming the path that is in the way.
+  """
+  existing = os.path.abspath(dataset_dir)
+  while not os.path.isdir(existing):
+    if os.path.exists(existing):
+      raise UsageError('--dataset_dir=%s cannot be created: %s is a file, '
+                       'not a folder; give a folder path'
+                       % (dataset_dir, existing))
+    existing = os.path.dirname(existing)
   try:
-    paths = convert(FLAGS.dataset_name, FLAGS.dataset_dir, FLAGS.source_dir,
-                    FLAGS.num_shards, FLAGS.validation_fraction, FLAGS.seed)
+    # A real write, not os.access: that says yes to root on a read-only
+    # file system.
+    tempfile.TemporaryFile(dir=existing).close()
+  except OSError as e:
+    raise UsageError('--dataset_dir=%s cannot be written: creating a file '
+                     'in %s failed (%s); give a folder this user can write'
+                     % (dataset_dir, existing, e.strerror or e)) from None
+
+
+def convert_and_report(f):
+  """Checks the flags, converts, and prints where the files are.
+
+  Raises:
+    UsageError: bad or missing flags, missing originals, an undecodable
+      image or an unwritable --dataset_dir.
+    ScriptError: writing failed midway.
+  """
+  problems = Problems()
+  problems.check(bool(f.dataset_name), '--dataset_name is required (one of '
+                 '%s)' % ', '.join(CONVERTIBLE))
+  if problems.check(bool(f.dataset_dir), '--dataset_dir is required: the '
+                    'folder to write the TFRecord files to'):
+    problems.attempt(check_writable, f.dataset_dir)
+  problems.raise_if_any()
+  try:
+    paths = convert(f.dataset_name, f.dataset_dir, f.source_dir, f.num_shards,
+                    f.validation_fraction, f.seed)
   except (FileNotFoundError, ValueError) as e:
     # The message is the whole story (file, URL, fix): no traceback.
-    sys.exit('error: %s' % e)
-  print('%s is ready in %s:' % (FLAGS.dataset_name, FLAGS.dataset_dir))
+    raise UsageError(str(e)) from None
+  except (OSError, tf.errors.OpError) as e:
+    raise ScriptError(
+        'converting %s into %s failed: %s; no file was left half-written, '
+        'and a rerun converts again' % (f.dataset_name, f.dataset_dir,
+                                         errors.op_error_reason(e))
+    ) from None
+  print('%s is ready in %s:' % (f.dataset_name, f.dataset_dir))
   for name, value in sorted(paths.items()):
     for path in value if isinstance(value, list) else [value]:
       print('  %-12s %s' % (name, path))
 
 
+def main(argv):
+  del argv  # Unused.
+  cli.run_main(lambda: convert_and_report(FLAGS))
+
+
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  cli.run_app(main)

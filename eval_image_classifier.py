@@ -4,9 +4,9 @@
       --dataset_dir=data/digits --dataset_split_name=test \
       --model_name=lenet --checkpoint_path=train_dir/lenet
 
---checkpoint_path is a checkpoint prefix or a directory (its latest
-checkpoint). Every example of the split is counted exactly once, the last
-partial batch included. With --num_clones N (and --clone_on_cpu) each clone
+--checkpoint_path is a checkpoint prefix or a directory (its newest
+readable checkpoint). Every example of the split is counted exactly once,
+the last partial batch included. With --num_clones N (and --clone_on_cpu) each clone
 evaluates its own batch of --batch_size per run and the counts add up. The figures are printed and written as summaries
 `eval/Accuracy` and `eval/Recall_5` to --eval_dir.
 """
@@ -14,7 +14,6 @@ evaluates its own batch of --batch_size per run and the counts add up. The figur
 import collections
 import math
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -22,11 +21,12 @@ from datasets import input_pipeline
 from datasets import tfrecord_check
 from deployment import model_deploy
 from deployment.slim_compat import slim, tf
+from training import checkpoint_fit
 from training import cli
 from training import common_flags  # pylint: disable=unused-import
 from training import eval_input
-from training import fine_tune
 from training import lookup
+from training import resume_check
 from training import run_config
 from training.errors import Problems
 from training.errors import UsageError
@@ -36,7 +36,8 @@ flags.DEFINE_integer('batch_size', 100, 'The number of samples in each batch.')
 flags.DEFINE_integer('max_num_batches', None,
                      'Max number of batches to evaluate; None: all.')
 flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
-                    'Checkpoint prefix, or a directory: its latest checkpoint.')
+                    'Checkpoint prefix, or a directory: its newest readable '
+                    'checkpoint.')
 flags.DEFINE_string('eval_dir', '/tmp/tfmodel/',
                     'Directory where the summaries are written.')
 flags.DEFINE_string('dataset_split_name', 'test', 'The split to evaluate.')
@@ -74,10 +75,11 @@ def eval_config(flag_values):
   """
   f = run_config.FlagSnapshot.of(flag_values)
   problems = Problems()
+  run_config.check_finite(f, problems)
   run_config.check_ranges(f, _RANGES, problems)
   problems.check(not f.quantize, '--quantize relied on tf.contrib.quantize, '
                  'which TF 2.x removed; drop the flag')
-  checkpoint = problems.attempt(fine_tune.resolve_checkpoint,
+  checkpoint = problems.attempt(resume_check.readable_checkpoint,
                                 f.checkpoint_path)
   model = problems.attempt(lookup.model_and_data, f, is_training=False)
   problems.raise_if_any()
@@ -100,15 +102,18 @@ def evaluate(config):
   f = config.flags
   with tf.Graph().as_default():
     counts = build_eval_graph(config)
-    saver = tf.train.Saver(variables_to_restore(f.moving_average_decay))
+    restore = variables_to_restore(f.moving_average_decay)
+    checkpoint_fit.check_eval(config.checkpoint, restore, f)
+    saver = tf.train.Saver(restore)
     totals = np.zeros(3, np.int64)
     # Each run evaluates one batch per clone.
     max_runs = (math.ceil(f.max_num_batches / f.num_clones)
                 if f.max_num_batches else math.inf)
     session_config = tf.ConfigProto(allow_soft_placement=True)
     with tfrecord_check.naming_corrupt_files(
-        config.model.dataset.data_sources), tf.Session(
-            f.master, config=session_config) as session:
+        config.model.dataset.data_sources), lookup.reporting_bad_labels(
+            f, config.model.dataset), tf.Session(
+                f.master, config=session_config) as session:
       saver.restore(session, config.checkpoint)
       step = int(session.run(tf.train.get_global_step()))
       runs = 0
@@ -133,7 +138,7 @@ def build_eval_graph(config):
       config.model.dataset, config.model.preprocess_fn, f.batch_size,
       config.image_size, is_training=False, num_readers=1,
       num_preprocessing_threads=f.num_preprocessing_threads,
-      labels_offset=f.labels_offset, num_epochs=1)
+      labels_offset=f.labels_offset, num_epochs=1, check_labels=True)
   deployment = model_deploy.DeploymentConfig(num_clones=f.num_clones,
                                              clone_on_cpu=f.clone_on_cpu)
   with tf.device(deployment.inputs_device()):
@@ -181,4 +186,4 @@ def write_summaries(eval_dir, accuracy, recall, step):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_app(main)

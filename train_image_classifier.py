@@ -27,25 +27,28 @@ pipeline, the optimizer and the hooks, and runs the loop.
 import collections
 import contextlib
 
-from absl import app
-
 from datasets import input_pipeline
 from datasets import tfrecord_check
 from deployment import cluster
 from deployment import collectives
 from deployment import model_deploy
+from deployment import peers
 from deployment import precision
 from deployment.slim_compat import tf
-from training import checkpoint_state
 from training import cli
+from training import divergence
 from training import fine_tune
 from training import hooks
 from training import input_position
+from training import lookup
+from training import model_size
 from training import optimizers
 from training import preemption
 from training import replica_session
+from training import resume_check
 from training import run_config
 from training import schedule
+from training import train_dir_lock
 from training.errors import ScriptError
 from training.errors import TrainingDiverged
 from training.errors import UsageError
@@ -59,44 +62,65 @@ def main(unused_argv):
 
 def run(config):
   """Trains, or serves as a ps task, as the RunConfig says."""
-  if config.task is None:
-    # Without a cluster, --master may still name a server the user started;
-    # --task then says which replica this is (upstream behaviour).
-    train(config, config.master)
-    return
-  server = cluster.start_server(
-      config.task, config.deployment and model_deploy.session_config(
-          config.deployment))
-  tf.logging.info('started %s (cluster from %s)', config.task,
-                  config.task.source)
-  if config.is_ps:
-    cluster.serve_until_stopped(server)
-    tf.logging.info('ps task %d stopped', config.task.task_index)
-    return
-  if config.deployment.all_reduce_replicas:
-    with naming_collective_failures(config):
-      try:
-        replica_session.check_same_cluster(
-            config.task, config.deployment, server.target,
-            config.flags.collective_timeout_secs)
-      except replica_session.ClusterMismatch as e:
-        raise UsageError(str(e)) from None
-  report = replica_session.PlacementReportHook(config.task.num_ps_tasks,
-                                               config.flags.ps_strategy)
-  train(config, server.target, extra_hooks=[report])
+  server = None
+  if config.task is not None:
+    try:
+      server = cluster.start_server(
+          config.task, config.deployment and model_deploy.session_config(
+              config.deployment))
+    except cluster.PortUnavailable as e:
+      raise UsageError(str(e)) from None
+    tf.logging.info('started %s (cluster from %s)', config.task,
+                    config.task.source)
+    if config.is_ps:
+      cluster.serve_until_stopped(server)
+      tf.logging.info('ps task %d stopped', config.task.task_index)
+      return
+  # One SignalStop from here to the end: before the first step a SIGTERM
+  # ends the process at once (nothing to save), after it the step finishes
+  # and the chief saves.
+  with preemption.SignalStop(
+      checkpoint_dir=config.train_dir if config.is_chief else None) as stop:
+    if server is None:
+      # Without a cluster, --master may still name a server the user
+      # started; --task then says which replica this is (upstream
+      # behaviour).
+      train(config, config.master, stop)
+      return
+    peers.wait_for(peers.needed_by(config.task))
+    if config.deployment.all_reduce_replicas:
+      with naming_collective_failures(config):
+        try:
+          replica_session.check_same_cluster(
+              config.task, config.deployment, server.target,
+              config.flags.collective_timeout_secs)
+        except replica_session.ClusterMismatch as e:
+          raise UsageError(str(e)) from None
+    report = replica_session.PlacementReportHook(config.task.num_ps_tasks,
+                                                 config.flags.ps_strategy)
+    train(config, server.target, stop, extra_hooks=[report])
 
 
-def train(config, master, extra_hooks=()):
+def train(config, master, stop, extra_hooks=()):
   """Builds the graph and runs the training loop to --max_number_of_steps.
 
+  Args:
+    config: the RunConfig.
+    master: the session target.
+    stop: the entered preemption.SignalStop of the process.
+    extra_hooks: more session hooks of every worker.
+
   Raises:
-    UsageError: a flag that only the built graph shows to be wrong.
+    UsageError: a flag that only the built graph shows to be wrong,
+      train_dir in use by another run, or its checkpoints unreadable or of
+      another model.
     TrainingDiverged: the loss or the weights became NaN.
   """
-  if config.is_chief:
-    checkpoint_state.adopt(config.train_dir)
-  with tf.Graph().as_default(), preemption.SignalStop() as stop:
+  with tf.Graph().as_default(), holding_train_dir(config):
     graph = build_training_graph(config)
+    if config.is_chief:  # Refuses another model before anything is written.
+      resume_check.prepare_train_dir(config.train_dir, tf.global_variables(),
+                                     config.flags)
     for line in config.plan.describe():
       tf.logging.info(line)
     if config.flags.sync_batch_norm:
@@ -107,9 +131,11 @@ def train(config, master, extra_hooks=()):
     warn_if_no_gpu(config.deployment)
     with tfrecord_check.naming_corrupt_files(
         config.model.dataset.data_sources), \
-        stopping_on_divergence(config.train_dir), \
+        lookup.reporting_bad_labels(config.flags, config.model.dataset), \
+        stopping_on_divergence(config), \
         naming_collective_failures(config), \
         training_session(config, graph, master, extra_hooks) as session:
+      stop.training_started()
       while not session.should_stop() and not stop.requested:
         session.run(graph.train_op)
     if stop.requested:
@@ -172,6 +198,10 @@ def build_training_graph(config):
       accumulation_steps=f.accumulation_steps,
       clip_gradient_norm=f.clip_gradient_norm, precision=f.precision,
       replica_averaging_steps=f.replica_averaging_steps)
+  model_size.check(
+      tf.global_variables(), '--train_image_size=%d' % config.image_size,
+      f.model_name, config.model.network_fn.default_image_size,
+      local_variables=not deployment.num_ps_tasks)
   sync_optimizer = (optimizer if config.sync_optimizer_replicas else None)
   return TrainingGraph(model.train_op, learning_rate, model.total_loss,
                        model.summary_op, fine_tune_init_fn(config),
@@ -191,7 +221,7 @@ def input_batches(config):
             config.image_size, is_training=True, num_readers=f.num_readers,
             num_preprocessing_threads=f.num_preprocessing_threads,
             labels_offset=f.labels_offset, num_shards=config.num_workers,
-            shard_index=shard, seed=f.shuffle_seed),
+            shard_index=shard, seed=f.shuffle_seed, check_labels=True),
         input_position.layout(f, config.image_size, config.num_workers,
                               shard))
 
@@ -231,6 +261,14 @@ def fine_tune_init_fn(config):
   return init_fn
 
 
+def holding_train_dir(config):
+  """The chief writes the checkpoints: it holds train_dir's lock for the
+  run (training/train_dir_lock.py); other workers hold nothing."""
+  if config.is_chief:
+    return train_dir_lock.held(config.train_dir)
+  return contextlib.nullcontext()
+
+
 def warn_if_no_gpu(deployment):
   if deployment.clone_on_cpu:
     return
@@ -268,18 +306,21 @@ def training_session(config, graph, master, extra_hooks):
     every_worker.append(hooks.SessionRecoveryLogHook())
   every_worker.extend(extra_hooks)
   chief_only = []
+  history = None  # The losses and saves judged when training diverges.
   if config.is_chief:  # Building the saver hook on a worker would log it.
+    history = divergence.CheckpointHistory(tf.trainable_variables())
     chief_only = [
         hooks.CheckpointSaverHook(
             f.train_dir, save_secs=f.save_interval_secs or None,
             save_steps=None if f.save_interval_secs else 10 ** 12,
             saver=saver,
-            listeners=[hooks.FiniteWeightsGuard(tf.global_variables())]),
+            listeners=[hooks.FiniteWeightsGuard(tf.global_variables(),
+                                                history)]),
         tf.train.SummarySaverHook(save_secs=f.save_summaries_secs,
                                   output_dir=f.train_dir, scaffold=scaffold),
     ]
   session_hooks = hooks.session_hooks(graph.total_loss, config.is_chief,
-                                     chief_only, every_worker)
+                                     chief_only, every_worker, history)
   if all_reduce:
     # Before the chief's first checkpoint: a replica that cannot join
     # fails the start with nothing written.
@@ -305,17 +346,19 @@ def training_session(config, graph, master, extra_hooks):
 
 
 @contextlib.contextmanager
-def stopping_on_divergence(train_dir):
-  """Turns a NaN loss or NaN weights into TrainingDiverged (exit 3), and a
-  failed checkpoint write into a ScriptError (exit 1)."""
+def stopping_on_divergence(config):
+  """Turns a NaN loss or NaN weights into TrainingDiverged (exit 3), once
+  the chief has made the newest checkpoint that had not diverged the
+  latest (training/divergence.py); a failed checkpoint write into a
+  ScriptError (exit 1)."""
   try:
     yield
-  except (tf.train.NanLossDuringTrainingError,
-          hooks.NonFiniteWeightsError) as e:
-    raise TrainingDiverged(
-        'training stopped: %s. The last good checkpoint in %s is kept; '
-        'lower --learning_rate and resume.'
-        % (str(e).strip() or 'NaN loss', train_dir)) from None
+  except (hooks.NanLossError, hooks.NonFiniteWeightsError) as e:
+    checkpoint_path = config.flags.checkpoint_path
+    raise TrainingDiverged(divergence.report(
+        e, config.train_dir, config.flags.learning_rate,
+        'step 0 (initialised from --checkpoint_path=%s)' % checkpoint_path
+        if checkpoint_path else 'step 0')) from None
   except hooks.CheckpointWriteError as e:
     raise ScriptError(str(e)) from None
 
@@ -351,4 +394,4 @@ def naming_collective_failures(config):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run_app(main)

@@ -13,6 +13,7 @@ import tarfile
 import numpy as np
 
 from datasets import cifar10
+from datasets import converted_outputs
 from datasets import dataset_utils
 from datasets import source_files
 from datasets.image_coder import ImageCoder
@@ -56,7 +57,7 @@ def output_paths(dataset_dir):
 
 
 def run(dataset_dir, source_dir=None):
-  """Converts CIFAR-10 unless dataset_dir already holds it.
+  """Converts CIFAR-10 unless dataset_dir already holds it, whole.
 
   Args:
     dataset_dir: output folder; created if missing.
@@ -71,7 +72,9 @@ def run(dataset_dir, source_dir=None):
       names it, its URL and where to put it).
   """
   paths = output_paths(dataset_dir)
-  if all(os.path.exists(path) for path in paths.values()):
+  if converted_outputs.reuse_if_whole('cifar10', dataset_dir, paths,
+                                      cifar10.SPEC.splits_to_sizes,
+                                      cifar10.SPEC.num_classes):
     return paths
   source_dir = source_dir or dataset_dir
   archive_path = source_files.require_source_files(

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from datasets import converted_outputs
 from datasets import dataset_utils
 from datasets import digits
 from datasets.image_coder import ImageCoder
@@ -49,7 +50,7 @@ def output_paths(dataset_dir):
 
 
 def run(dataset_dir):
-  """Writes the digits TFRecords and labels.txt unless already present.
+  """Writes the digits TFRecords and labels.txt unless already there, whole.
 
   Args:
     dataset_dir: the folder to write to; created if missing.
@@ -58,7 +59,9 @@ def run(dataset_dir):
     The dict of `output_paths(dataset_dir)`.
   """
   paths = output_paths(dataset_dir)
-  if all(os.path.exists(path) for path in paths.values()):
+  if converted_outputs.reuse_if_whole('digits', dataset_dir, paths,
+                                      digits.SPEC.splits_to_sizes,
+                                      digits.SPEC.num_classes):
     return paths
   os.makedirs(dataset_dir, exist_ok=True)
   splits = load_split_source()

@@ -13,6 +13,7 @@ import tempfile
 
 from absl import logging
 
+from datasets import converted_outputs
 from datasets import convert_folder
 from datasets import dataset_utils
 from datasets import flowers
@@ -26,7 +27,7 @@ NUM_VALIDATION = flowers.SPEC.splits_to_sizes['validation']
 
 
 def run(dataset_dir, source_dir=None):
-  """Converts the flowers unless dataset_dir already holds them.
+  """Converts the flowers unless dataset_dir already holds them, whole.
 
   Args:
     dataset_dir: output folder; created if missing.
@@ -42,7 +43,8 @@ def run(dataset_dir, source_dir=None):
   """
   source_dir = source_dir or dataset_dir
   paths = convert_folder.output_paths(dataset_dir, 'flowers', NUM_SHARDS)
-  if convert_folder.all_exist(paths):
+  if converted_outputs.reuse_if_whole('flowers', dataset_dir, paths,
+                                      num_classes=flowers.SPEC.num_classes):
     return paths
   folder = os.path.join(source_dir, FOLDER)
   if os.path.isdir(folder):
@@ -62,7 +64,8 @@ def run(dataset_dir, source_dir=None):
 def _convert(folder, dataset_dir):
   paths = convert_folder.run(folder, dataset_dir, name='flowers',
                              num_shards=NUM_SHARDS,
-                             num_validation=NUM_VALIDATION, seed=0)
+                             num_validation=NUM_VALIDATION, seed=0,
+                             overwrite=True)
   sizes = dataset_utils.read_split_sizes(dataset_dir)
   if sizes != dict(flowers.SPEC.splits_to_sizes):
     # flowers.py declares the published sizes (as upstream does), so an

@@ -20,6 +20,7 @@ with an error naming it.
 import os
 import random
 
+from datasets import converted_outputs
 from datasets import dataset_utils
 from datasets.image_coder import ImageCoder
 from datasets.image_coder import image_format
@@ -34,6 +35,8 @@ def list_images(source_dir):
   Raises:
     FileNotFoundError: source_dir is not a folder or has no class folder
       with an image in it.
+    ValueError: a class folder holds no image: it would be a class that
+      no example teaches.
   """
   if not os.path.isdir(source_dir):
     raise FileNotFoundError('image folder %s does not exist' % source_dir)
@@ -42,16 +45,28 @@ def list_images(source_dir):
       if os.path.isdir(os.path.join(source_dir, entry))
       and not entry.startswith('.'))
   images = []
+  empty_class_dirs = []
   for class_id, class_name in enumerate(class_names):
     class_dir = os.path.join(source_dir, class_name)
-    for filename in sorted(os.listdir(class_dir)):
-      if filename.lower().endswith(IMAGE_EXTENSIONS):
-        images.append((os.path.join(class_dir, filename), class_id))
+    class_images = [os.path.join(class_dir, filename)
+                    for filename in sorted(os.listdir(class_dir))
+                    if filename.lower().endswith(IMAGE_EXTENSIONS)]
+    if not class_images:
+      empty_class_dirs.append(class_dir)
+    images.extend((path, class_id) for path in class_images)
   if not images:
     raise FileNotFoundError(
         'no images (%s) in class sub-folders of %s; expected '
         'source_dir/<class name>/<image files>'
         % (', '.join(IMAGE_EXTENSIONS), source_dir))
+  if empty_class_dirs:
+    several = len(empty_class_dirs) > 1
+    raise ValueError(
+        'every class folder needs images, and %s hold%s none (%s); add '
+        'images or delete the empty folder%s (each sub-folder of %s is a '
+        'class)' % (', '.join(empty_class_dirs), '' if several else 's',
+                    ', '.join(IMAGE_EXTENSIONS), 's' if several else '',
+                    source_dir))
   return class_names, images
 
 
@@ -104,15 +119,6 @@ def output_paths(dataset_dir, name, num_shards):
   return paths
 
 
-def all_exist(paths):
-  """True if every path of an `output_paths` dict exists."""
-  for value in paths.values():
-    for path in value if isinstance(value, list) else [value]:
-      if not os.path.exists(path):
-        return False
-  return True
-
-
 def run(source_dir, dataset_dir, name='folder', num_shards=5,
         validation_fraction=0.1, num_validation=None, seed=0,
         overwrite=False):
@@ -128,7 +134,8 @@ def run(source_dir, dataset_dir, name='folder', num_shards=5,
       (rounded), used when num_validation is None.
     num_validation: exact number of validation images.
     seed: seed of the shuffle that assigns images to splits and shards.
-    overwrite: convert even if every output file already exists.
+    overwrite: convert even if dataset_dir already holds a whole
+      conversion.
 
   Returns:
     {'train': [shard paths], 'validation': [shard paths],
@@ -142,7 +149,8 @@ def run(source_dir, dataset_dir, name='folder', num_shards=5,
   if num_shards < 1:
     raise ValueError('num_shards must be >= 1, got %d' % num_shards)
   paths = output_paths(dataset_dir, name, num_shards)
-  if not overwrite and all_exist(paths):
+  if not overwrite and converted_outputs.reuse_if_whole(name, dataset_dir,
+                                                       paths):
     return paths
   class_names, images = list_images(source_dir)
   if num_validation is None:

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from datasets import converted_outputs
 from datasets import dataset_utils
 from datasets import mnist
 from datasets import source_files
@@ -66,7 +67,7 @@ def output_paths(dataset_dir):
 
 
 def run(dataset_dir, source_dir=None):
-  """Converts MNIST unless dataset_dir already holds it.
+  """Converts MNIST unless dataset_dir already holds it, whole.
 
   Args:
     dataset_dir: output folder; created if missing.
@@ -80,7 +81,9 @@ def run(dataset_dir, source_dir=None):
       names it, its URL and where to put it).
   """
   paths = output_paths(dataset_dir)
-  if all(os.path.exists(path) for path in paths.values()):
+  if converted_outputs.reuse_if_whole('mnist', dataset_dir, paths,
+                                      mnist.SPEC.splits_to_sizes,
+                                      mnist.SPEC.num_classes):
     return paths
   source_dir = source_dir or dataset_dir
   wanted = {name: URL_BASE + name

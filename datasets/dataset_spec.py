@@ -65,6 +65,8 @@ class DatasetSpec:
     convert_hint: the command that creates the files, for error messages.
     keys_to_features: returns the tf.io feature spec of one record.
     items_to_handlers: returns the slim.tfexample_decoder item handlers.
+    num_classes_source: where num_classes comes from, for error messages;
+      None: this dataset's module, datasets/<name>.py.
   """
   name: str
   file_pattern: str
@@ -78,6 +80,7 @@ class DatasetSpec:
   convert_hint: str
   keys_to_features: Callable[['DatasetSpec'], dict] = classification_features
   items_to_handlers: Callable[['DatasetSpec'], dict] = classification_handlers
+  num_classes_source: Optional[str] = None
 
 
 def conversion_command(name, dataset_dir, extra=''):
@@ -130,7 +133,8 @@ def open_split(spec, split_name, dataset_dir, file_pattern=None, reader=None):
     `reader`, `decoder`, `num_samples`, `items_to_descriptions`,
     `num_classes`, `labels_to_names`) and `name`, `split_name`,
     `default_image_size`, `image_shape`, `image_channels`,
-    `keys_to_features` for the tf.data pipeline.
+    `keys_to_features` for the tf.data pipeline, `num_classes_source` and
+    `convert_hint` (the command that recreates the files) for messages.
 
   Raises:
     ValueError: split_name is not a split of the dataset.
@@ -157,4 +161,7 @@ def open_split(spec, split_name, dataset_dir, file_pattern=None, reader=None):
       image_shape=spec.image_shape,
       image_channels=spec.image_channels,
       keys_to_features=keys_to_features,
-      is_synthetic=False)
+      is_synthetic=False,
+      num_classes_source=(spec.num_classes_source
+                          or 'datasets/%s.py' % spec.name),
+      convert_hint=spec.convert_hint % {'dataset_dir': dataset_dir})

@@ -48,7 +48,9 @@ def spec_for(dataset_dir):
       image_shape=None,
       default_format='jpeg',
       items_to_descriptions=dict(dataset_spec.CLASSIFICATION_ITEMS),
-      convert_hint=_convert_hint())
+      convert_hint=_convert_hint(),
+      num_classes_source=os.path.join(dataset_dir,
+                                      dataset_utils.LABELS_FILENAME))
 
 
 def get_split(split_name, dataset_dir, file_pattern=None, reader=None):

@@ -22,6 +22,7 @@ Stages, each parallel where it pays:
   prefetch  overlaps input with the training step
 """
 
+from datasets import split_check
 from datasets import tfrecord_check
 from deployment.slim_compat import tf
 from preprocessing import image_ops
@@ -134,7 +135,7 @@ def _records(dataset, is_training, num_readers, num_epochs, seed, num_shards,
   """Serialized records, interleaved over files, sharded for replicas."""
   files = sorted(dataset.data_sources)
   files_dataset = tf.data.Dataset.from_tensor_slices(files)
-  shard_files = num_shards > 1 and len(files) >= num_shards
+  shard_files = _shards_files(len(files), num_shards)
   if shard_files:
     files_dataset = files_dataset.shard(num_shards, shard_index)
   if is_training:
@@ -156,12 +157,31 @@ def _records(dataset, is_training, num_readers, num_epochs, seed, num_shards,
       deterministic=not is_training or seed is not None)
 
 
+def _shards_files(num_files, num_shards):
+  """Whether replicas split the files between them, rather than the records
+  of every file."""
+  return num_shards > 1 and num_files >= num_shards
+
+
+def _check_files(dataset, num_shards, shard_index):
+  """Checks the first record of every file, and that the files this
+  replica reads hold one: repeating no records would never yield a batch."""
+  counts = tfrecord_check.validate_tfrecord_files(dataset.data_sources)
+  files = sorted(counts)
+  if _shards_files(len(files), num_shards):
+    mine = files[shard_index::num_shards]
+    split_check.require_records(dataset, {path: counts[path] for path in mine},
+                                replica=(shard_index, num_shards))
+  else:
+    split_check.require_records(dataset, counts)
+
+
 def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
                  num_readers=4, num_preprocessing_threads=4, labels_offset=0,
                  shuffle_buffer=None, num_epochs=None, seed=None,
                  num_classes=None, one_hot=False, num_shards=1,
                  shard_index=0, drop_remainder=None, validate_files=True,
-                 private_threadpool_size=None):
+                 private_threadpool_size=None, check_labels=False):
   """Builds the tf.data.Dataset of (images, labels) batches.
 
   Args:
@@ -191,9 +211,14 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
       otherwise.
     drop_remainder: defaults to is_training.
     validate_files: check the first record of every file up front, so a
-      corrupt file is named before training starts.
+      corrupt file is named before training starts, and that the files
+      this replica reads are not all empty.
     private_threadpool_size: run this pipeline on its own thread pool of
       this size (None: TensorFlow's shared inter-op pool).
+    check_labels: assert on every batch that each label is in
+      [labels_offset, dataset.num_classes); reading a batch that breaks it
+      raises an InvalidArgumentError that split_check.naming_bad_labels
+      words.
 
   Returns:
     A tf.data.Dataset of (float32 images [batch, height, width, channels],
@@ -203,6 +228,8 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
     ValueError: bad batch_size or shard arguments.
     FileNotFoundError, tf.errors.DataLossError: from validate_files, naming
       the file.
+    split_check.EmptySplitError: from validate_files, the files read hold
+      no record.
   """
   if batch_size < 1:
     raise ValueError('batch_size must be >= 1, got %d' % batch_size)
@@ -227,7 +254,7 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
         deterministic=deterministic)
   else:
     if validate_files:
-      tfrecord_check.validate_tfrecord_files(dataset.data_sources)
+      _check_files(dataset, num_shards, shard_index)
     records = _records(dataset, is_training, num_readers, num_epochs, seed,
                        num_shards, shard_index)
     if is_training:
@@ -242,6 +269,9 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
   batch_stage = _batch_stage(preprocess_fn)
 
   def finish_batch(images, labels):
+    if check_labels:
+      labels = split_check.assert_labels_in_range(labels, labels_offset,
+                                                  dataset.num_classes)
     labels = labels - labels_offset
     if one_hot:
       labels = tf.one_hot(labels, num_classes, dtype=tf.float32)

@@ -26,11 +26,11 @@ def require_source_files(dataset_name, source_dir, filenames_to_urls):
   paths = {name: os.path.join(source_dir, name) for name in filenames_to_urls}
   missing = [name for name, path in paths.items() if not os.path.isfile(path)]
   if missing:
-    fetch_lines = ''.join('\n  %s  (from %s)' % (name, filenames_to_urls[name])
-                          for name in missing)
+    to_fetch = '; '.join('%s from %s' % (name, filenames_to_urls[name])
+                         for name in missing)
     raise MissingSourceError(
         '%s originals missing from %s. This script never downloads; fetch '
         'these files yourself and put them in %s (or pass --source_dir=DIR '
-        'where they are):%s' % (dataset_name, os.path.abspath(source_dir),
-                                os.path.abspath(source_dir), fetch_lines))
+        'where they are): %s' % (dataset_name, os.path.abspath(source_dir),
+                                 os.path.abspath(source_dir), to_fetch))
   return paths

@@ -13,6 +13,10 @@ file. Two checks close that gap without slowing the start of training:
 
     with tfrecord_check.naming_corrupt_files(dataset.data_sources):
       slim.learning.train(...)
+
+`first_records(paths, n)` returns the first n records of each file, with
+missing and corrupt files named the same way (datasets/split_check.py
+reads their labels).
 """
 
 import contextlib
@@ -20,6 +24,7 @@ import contextlib
 import numpy as np
 
 from deployment.slim_compat import tf
+from training.errors import op_error_reason
 
 
 class _RecordCounter:
@@ -42,6 +47,63 @@ class _RecordCounter:
     self._session.close()
 
 
+class _RecordReader:
+  """Reads the first records of files in a private graph, as bytes."""
+
+  def __init__(self, max_records):
+    self._graph = tf.Graph()
+    with self._graph.as_default():
+      self._path = tf.placeholder(tf.string, shape=[])
+      # One batch of at most max_records, or none for an empty file.
+      records = tf.data.TFRecordDataset(self._path).take(max_records).batch(
+          max_records)
+      self._iterator = tf.data.make_initializable_iterator(records)
+      self._batch = self._iterator.get_next()
+    self._session = tf.Session(graph=self._graph)
+
+  def read(self, path):
+    self._session.run(self._iterator.initializer, {self._path: path})
+    try:
+      return list(self._session.run(self._batch))
+    except tf.errors.OutOfRangeError:
+      return []
+
+  def close(self):
+    self._session.close()
+
+
+def _read_each(paths, reader, read):
+  """{path: read(reader, path)}; a missing or corrupt file is named."""
+  results = {}
+  try:
+    for path in paths:
+      if not tf.io.gfile.exists(path):
+        raise FileNotFoundError('TFRecord file %s does not exist' % path)
+      try:
+        results[path] = read(reader, path)
+      except tf.errors.DataLossError as e:
+        raise tf.errors.DataLossError(
+            None, None, 'corrupt TFRecord file %s: %s' % (path, op_error_reason(e)))
+  finally:
+    reader.close()
+  return results
+
+
+def first_records(paths, max_records_per_file):
+  """Reads the first max_records_per_file records of each file, CRCs
+  checked.
+
+  Returns:
+    {path: [serialized records]}, an empty list for a file without records.
+
+  Raises:
+    FileNotFoundError: a file does not exist (named in the message).
+    tf.errors.DataLossError: a file is corrupt (named in the message).
+  """
+  return _read_each(paths, _RecordReader(max_records_per_file),
+                    _RecordReader.read)
+
+
 def validate_tfrecord_files(paths, max_records_per_file=1):
   """Reads up to max_records_per_file records of each file, checking CRCs.
 
@@ -56,20 +118,8 @@ def validate_tfrecord_files(paths, max_records_per_file=1):
     FileNotFoundError: a file does not exist (named in the message).
     tf.errors.DataLossError: a file is corrupt (named in the message).
   """
-  counts = {}
-  counter = _RecordCounter(max_records_per_file)
-  try:
-    for path in paths:
-      if not tf.io.gfile.exists(path):
-        raise FileNotFoundError('TFRecord file %s does not exist' % path)
-      try:
-        counts[path] = counter.count(path)
-      except tf.errors.DataLossError as e:
-        raise tf.errors.DataLossError(
-            None, None, 'corrupt TFRecord file %s: %s' % (path, e.message))
-  finally:
-    counter.close()
-  return counts
+  return _read_each(paths, _RecordCounter(max_records_per_file),
+                    _RecordCounter.count)
 
 
 def find_corrupt_files(paths):
@@ -84,7 +134,7 @@ def find_corrupt_files(paths):
       try:
         counter.count(path)
       except tf.errors.DataLossError as e:
-        corrupt.append((path, e.message))
+        corrupt.append((path, op_error_reason(e)))
   finally:
     counter.close()
   return corrupt
@@ -105,4 +155,4 @@ def naming_corrupt_files(paths):
     raise tf.errors.DataLossError(
         e.node_def, e.op, 'corrupt TFRecord file(s): %s (reading failed with: '
         '%s)' % ('; '.join('%s: %s' % item for item in corrupt),
-                 e.message)) from e
+                 op_error_reason(e))) from e

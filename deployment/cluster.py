@@ -30,19 +30,22 @@ Typical use (what train_image_classifier.py does):
 
   task = cluster.from_flags_and_env(FLAGS.ps_hosts, FLAGS.worker_hosts,
                                     FLAGS.job_name, FLAGS.task)
-  server = cluster.start_server(task)
+  server = cluster.start_server(task)   # PortUnavailable: port taken
   if task.is_ps:
     cluster.serve_until_stopped(server)
   else:
+    peers.wait_for(peers.needed_by(task))   # deployment/peers.py
     ... train against server.target with task.device_filters ...
 """
 
 import collections
+import errno
 import json
 import os
 import signal
 import socket
 import threading
+import time
 
 from deployment import device_placement
 from deployment.slim_compat import tf
@@ -326,20 +329,85 @@ def from_flags_and_env(ps_hosts, worker_hosts, job_name, task_index=None,
   return from_args or from_env
 
 
-def unreachable_workers(task, timeout_secs=2.0):
+def unreachable_workers(task, timeout_secs=2.0, settle_secs=3.0,
+                        clock=time):
   """The other workers of `task`'s cluster whose address refuses a TCP
-  connection: (index, address) pairs, e.g. of a worker that died."""
-  missing = []
-  for index, address in enumerate(task.worker_hosts):
-    if task.job_name == WORKER_JOB and index == task.task_index:
-      continue
-    host, _, port = address.rpartition(':')
+  connection: (index, address) pairs, e.g. of a worker that died.
+
+  A worker killed a moment ago may still hold its port while the kernel
+  closes its files, so the probes are repeated for up to `settle_secs`
+  until one refuses.
+  """
+  others = [(index, address)
+            for index, address in enumerate(task.worker_hosts)
+            if not (task.job_name == WORKER_JOB and index == task.task_index)]
+  deadline = clock.monotonic() + settle_secs
+  while True:
+    missing = [(index, address) for index, address in others
+               if not _accepts(address, timeout_secs)]
+    if missing or clock.monotonic() >= deadline:
+      return missing
+    clock.sleep(0.25)
+
+
+def _accepts(address, timeout_secs):
+  host, _, port = address.rpartition(':')
+  try:
+    with socket.create_connection((host, int(port)), timeout=timeout_secs):
+      return True
+  except OSError:
+    return False
+
+
+class PortUnavailable(Exception):
+  """This task's server cannot listen on its port, e.g. another process
+  holds it. The message names the task, its address and the fix."""
+
+
+def _bind_error(port):
+  """The OSError of binding `port` as TensorFlow's server does, or None.
+
+  gRPC listens on every interface, IPv6 and IPv4 (or IPv4 alone where
+  there is no IPv6), with SO_REUSEADDR: a port only in TIME_WAIT is free.
+  """
+  for family, host in ((socket.AF_INET6, '::'), (socket.AF_INET, '0.0.0.0')):
     try:
-      with socket.create_connection((host, int(port)), timeout=timeout_secs):
-        pass
+      probe = socket.socket(family, socket.SOCK_STREAM)
     except OSError:
-      missing.append((index, address))
-  return missing
+      continue  # No IPv6 in this kernel.
+    with probe:
+      probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+      if family == socket.AF_INET6:
+        probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+      try:
+        probe.bind((host, port))
+        probe.listen(1)
+      except OSError as e:
+        if family == socket.AF_INET6 and e.errno == errno.EADDRNOTAVAIL:
+          continue  # IPv6 switched off: gRPC listens on IPv4 alone.
+        return e
+      return None
+  return None
+
+
+def check_port(task):
+  """Raises PortUnavailable unless `task`'s server can listen on its port.
+
+  Checked before starting the server: TensorFlow's own failure is a bare
+  "Could not start gRPC server", which names neither the task nor the port.
+  """
+  error = _bind_error(int(task.address.rpartition(':')[2]))
+  if error is None:
+    return
+  if error.errno == errno.EADDRINUSE:
+    why = ('the port is already in use by another process (an earlier run '
+           'of this task still running?); stop that process, or give this '
+           'task a free port in %s' % task.source)
+  else:
+    why = ('%s; give this task another port in %s'
+           % (error.strerror or error, task.source))
+  raise PortUnavailable('%s task %d cannot listen on %s: %s' % (
+      task.job_name, task.task_index, task.address, why))
 
 
 def start_server(task, config=None):
@@ -350,13 +418,16 @@ def start_server(task, config=None):
   narrows that, so clusters belong on trusted networks.
 
   Raises:
-    RuntimeError: when the server cannot start, e.g. the port is taken.
+    PortUnavailable: the port is taken, before or while the server starts.
+    RuntimeError: when the server cannot start for another reason.
   """
+  check_port(task)
   try:
     return tf.train.Server(task.cluster_spec, job_name=task.job_name,
                            task_index=task.task_index, config=config,
                            start=True)
   except tf.errors.OpError as e:
+    check_port(task)  # Taken since the check?
     raise RuntimeError('cannot start the server of %s: %s' % (
         task, e.message)) from None
 

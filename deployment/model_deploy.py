@@ -37,6 +37,7 @@ import dataclasses
 import typing
 
 from deployment import accumulation
+from deployment import argument_checks
 from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
@@ -181,8 +182,16 @@ def create_clones(config, model_fn, args=None, kwargs=None,
     A list of Clone tuples, one per clone.
 
   Raises:
+    TypeError: model_fn is not callable.
     ValueError: sync_batch_norm with several clones on one device.
   """
+  argument_checks.check_model_fn(model_fn)
+  return _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
+                        precision)
+
+
+def _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
+                   precision):
   args = args or []
   kwargs = kwargs or {}
   precision_lib.check_precision(precision)
@@ -309,8 +318,10 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
     grads_and_vars has one pair per variable with a gradient.
 
   Raises:
+    TypeError: optimizer is not a tf.compat.v1.train.Optimizer.
     ValueError: when no clone has a loss.
   """
+  argument_checks.check_optimizer(optimizer, 'optimize_clones')
   total_loss, grads_and_vars, _ = _optimize_clones(
       clones, optimizer, regularization_losses, **kwargs)
   return total_loss, grads_and_vars
@@ -458,11 +469,16 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     the loss summaries and `summaries`, all placed on the CPU.
 
   Raises:
+    TypeError: model_fn is not callable, or optimizer is neither None nor a
+      tf.compat.v1.train.Optimizer (a string, a Keras optimizer).
     ValueError: no clone has a loss; variable_averages without an
       optimizer, with nothing to average, or given twice (to deploy and to
       the SyncReplicasOptimizer); sync_batch_norm with clones sharing a
       device; accumulation_steps or clip_gradient_norm out of range.
   """
+  argument_checks.check_model_fn(model_fn)
+  if optimizer is not None:
+    argument_checks.check_optimizer(optimizer, 'deploy')
   options = _TrainingOptions(
       summarize_gradients, var_list, update_ops, variable_averages,
       variables_to_average, summaries or [], accumulation_steps,
@@ -479,8 +495,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
     with tf.device(config.variables_device()):
       global_step = tf.train.get_or_create_global_step()
-    clones = create_clones(config, model_fn, args, kwargs, sync_batch_norm,
-                           precision)
+    clones = _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
+                            precision)
     return _deploy_clones(config, clones, optimizer, global_step, options,
                           summaries)
 

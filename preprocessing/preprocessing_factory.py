@@ -16,7 +16,8 @@ from preprocessing import vgg_preprocessing
 
 _INCEPTION_STYLE = (
     'inception', 'inception_v1', 'inception_v2', 'inception_v3',
-    'inception_v4', 'inception_resnet_v2', 'mobilenet_v1', 'mobilenet_v2',
+    'inception_v4', 'inception_resnet_v2', 'mobilenet_v1', 'mobilenet_v1_075',
+    'mobilenet_v1_050', 'mobilenet_v1_025', 'mobilenet_v2',
     'mobilenet_v2_035', 'mobilenet_v2_140', 'mobilenet_v3_small',
     'mobilenet_v3_large', 'mobilenet_v3_small_minimalistic',
     'mobilenet_v3_large_minimalistic', 'mobilenet_edgetpu',

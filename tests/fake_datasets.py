@@ -135,3 +135,19 @@ def feature_value(example, key):
   kind = feature.WhichOneof('kind')
   values = list(getattr(feature, kind).value)
   return values[0] if len(values) == 1 else values
+
+
+def write_folder_dataset(dataset_dir, train_labels, num_classes,
+                         validation_labels=(0,)):
+  """A `folder` dataset of 8x8 PNGs, one shard per split, with a labels.txt
+  of num_classes lines (whatever the labels) and split_sizes.txt."""
+  os.makedirs(dataset_dir, exist_ok=True)
+  for split, labels in (('train', train_labels),
+                        ('validation', validation_labels)):
+    _write_classification(dataset_dir,
+                          ['folder_%s_00000-of-00001.tfrecord' % split],
+                          (8, 8, 3), b'png', labels)
+  write_label_names(dataset_dir, num_classes)
+  dataset_utils.write_split_sizes(
+      {'train': len(train_labels), 'validation': len(validation_labels)},
+      dataset_dir)

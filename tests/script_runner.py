@@ -101,7 +101,10 @@ class _WarmPython:
 
   def _read_replies(self):
     while True:
-      message = self._socket.recv(_MAX_MESSAGE)
+      try:
+        message = self._socket.recv(_MAX_MESSAGE)
+      except OSError:  # close() closed the socket between two replies.
+        message = b''
       if not message:
         break
       reply = json.loads(message)
@@ -243,3 +246,18 @@ def digits_accuracy(digits_dir, train_dir, *args):
   assert result.returncode == 0, result.stdout[-3000:]
   return float(re.search(r'digits test: accuracy ([\d.]+)% on 360 examples',
                          result.stdout).group(1))
+
+
+def error_lines(output):
+  """The 'error: ...' lines a script printed."""
+  return [line for line in output.splitlines() if line.startswith('error: ')]
+
+
+def assert_one_usage_error(result, pattern):
+  """A finished run exited 2 with one 'error:' line fully matching the
+  regex `pattern`, and no traceback."""
+  assert result.returncode == 2, result.stdout[-3000:]
+  assert 'Traceback' not in result.stdout
+  errors = error_lines(result.stdout)
+  assert len(errors) == 1, errors
+  assert re.fullmatch(pattern, errors[0]), errors[0]

@@ -1,6 +1,7 @@
 """deployment.cluster and training.replica_session, without other processes."""
 
 import json
+import socket
 
 import pytest
 from tensorflow.python.training import session_manager
@@ -348,3 +349,39 @@ def test_non_chief_with_a_period_waits_through_non_chief_session_creator(
       config=None) as session:
     assert session.run(tf.constant(7)) == 7
   assert created == [('', None, 3, 9)]
+
+
+def _listening_socket():
+  listener = socket.socket()
+  listener.bind(('127.0.0.1', 0))
+  listener.listen(8)
+  return listener, '127.0.0.1:%d' % listener.getsockname()[1]
+
+
+def test_unreachable_workers_are_those_whose_port_refuses():
+  alive, alive_address = _listening_socket()
+  dead, dead_address = _listening_socket()
+  dead.close()
+  with alive:
+    task = cluster.ClusterTask([], ['127.0.0.1:1', alive_address,
+                                    dead_address], 'worker', 0)
+    # Worker 0 is this task itself: not probed.
+    assert cluster.unreachable_workers(task, settle_secs=0) == [
+        (2, dead_address)]
+
+
+def test_a_worker_dying_while_probed_is_found_within_the_settle_time():
+  dying, dying_address = _listening_socket()
+  task = cluster.ClusterTask([], ['127.0.0.1:1', dying_address], 'worker', 0)
+
+
+  class ClosingClock(FakeClock):
+    """The port still accepts at the first probe; closed by the second."""
+
+    def sleep(self, seconds):
+      super().sleep(seconds)
+      dying.close()
+
+  clock = ClosingClock()
+  assert cluster.unreachable_workers(task, settle_secs=3.0, clock=clock) == [
+      (1, dying_address)]

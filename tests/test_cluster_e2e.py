@@ -397,7 +397,8 @@ def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
     # at the chief's checkpoint 9, and a worker that never had a session
     # does not re-create one.
     for worker in ('worker0', 'worker1'):
-      sink.wait_for(r'^\[%s\] INFO:tensorflow:step' % worker)
+      # 'step N:', not the start-up's 'steps per epoch' line.
+      sink.wait_for(r'^\[%s\] INFO:tensorflow:step \d+:' % worker)
     deadline = time.monotonic() + 90
     while (_checkpoint_step(train_dir) or 0) < 5:
       if time.monotonic() > deadline:

@@ -309,7 +309,7 @@ def test_command_line_reports_a_missing_original_without_traceback(tmp_path):
        '--dataset_name=cifar10', '--dataset_dir=%s' % tmp_path],
       cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), check=False)
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert 'error: cifar10 originals missing' in result.stderr
   assert 'cifar-10-python.tar.gz' in result.stderr
   assert 'Traceback' not in result.stderr

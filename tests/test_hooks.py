@@ -1,4 +1,5 @@
-"""training.hooks: what a NaN step may write, and the progress log."""
+"""training.hooks: what a NaN step may write, what the chief records of
+each save, and the progress log."""
 
 import glob
 import os
@@ -8,6 +9,7 @@ import pytest
 
 from deployment.slim_compat import tf
 from tests.fake_clock import FakeClock
+from training import divergence
 from training import hooks
 
 NAN_AT_STEP = 3
@@ -126,6 +128,41 @@ def test_non_finite_weights_are_never_checkpointed(graph, tmp_path):
   assert _checkpoint_steps(train_dir) == [0, 1, 2]
   latest = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
   assert latest.get_tensor('w') == pytest.approx(0.8)
+
+
+def test_history_records_each_save_with_the_losses_around_it(graph,
+                                                              tmp_path):
+  train_dir = str(tmp_path)
+  train_op, loss, weight = _toy_training()
+  history = divergence.CheckpointHistory([weight])
+  scaffold = tf.train.Scaffold(saver=tf.train.Saver())
+  saver_hook = tf.train.CheckpointSaverHook(
+      train_dir, save_steps=2, scaffold=scaffold,
+      listeners=[hooks.FiniteWeightsGuard([weight], history)])
+  _train_until_error(train_dir, dict(scaffold=scaffold, hooks=(
+      hooks.session_hooks(loss, True, [saver_hook], [], history))),
+                     train_op, steps=4)
+  # Run s reads the weight 1 - 0.1 s as its loss, then lowers it by 0.1.
+  assert [(s.step, s.max_weight, s.losses_before, s.loss_after)
+          for s in history.saves] == [
+              (0, 1.0, (), 1.0),
+              (2, pytest.approx(0.8), pytest.approx((1.0, 0.9)),
+               pytest.approx(0.8)),
+              (4, pytest.approx(0.6), pytest.approx((1.0, 0.9, 0.8, 0.7)),
+               None)]
+
+
+def test_nan_loss_error_names_the_step_and_carries_the_history(graph,
+                                                               tmp_path):
+  train_dir = str(tmp_path)
+  train_op, loss, weight = _toy_training(nan_loss_at=NAN_AT_STEP)
+  history = divergence.CheckpointHistory([weight])
+  with pytest.raises(hooks.NanLossError) as raised:
+    _train_until_error(train_dir, dict(hooks=hooks.session_hooks(
+        loss, True, [], [], history)), train_op)
+  # The run that read step 3 made the step 4.
+  assert str(raised.value) == 'NaN loss during training at step 4'
+  assert raised.value.history is history
 
 
 def test_non_chief_gets_no_checkpoint_or_summary_hooks(graph):

@@ -9,6 +9,7 @@ import pytest
 
 import train_image_classifier
 from deployment.slim_compat import tf
+from training import preemption
 from training import run_config
 from training.flags import FLAGS
 
@@ -51,8 +52,10 @@ class LabelRecorder(tf.train.SessionRunHook):
 
 def _train(digits_dir, train_dir, steps, *extra, sigterm_after=None):
   recorder = LabelRecorder(sigterm_after)
-  train_image_classifier.train(_config(digits_dir, train_dir, steps, *extra),
-                               '', extra_hooks=[recorder])
+  with preemption.SignalStop() as stop:
+    train_image_classifier.train(
+        _config(digits_dir, train_dir, steps, *extra), '', stop,
+        extra_hooks=[recorder])
   return recorder.labels
 
 

@@ -3,7 +3,6 @@
 import io
 import json
 import os
-import queue
 import re
 import signal
 import socket
@@ -16,6 +15,7 @@ import time
 import pytest
 
 from deployment import launch
+from tests.line_reader import LineReader
 from tests.script_runner import REPO
 from tests.script_runner import process_alive
 from tests.fake_clock import FakeClock
@@ -191,6 +191,60 @@ def test_negative_ps_restarts_is_refused():
     launch.LocalCluster(['x.py'], 1, 1, ps_restarts=-1)
 
 
+def test_a_cluster_larger_than_the_memory_available_is_refused():
+  with pytest.raises(ValueError) as error:
+    launch.check_memory(1, 100, task_memory_mib=430, available_mib=8192)
+  assert str(error.value) == (
+      '--num_ps 1 --num_workers 100 would start 101 TensorFlow processes, '
+      'about 42.4 GiB at 430 MiB each, and this machine has 8.0 GiB '
+      'available (MemAvailable); start at most 19 tasks, or, if one task of '
+      'your script takes less, say how much with --task_memory_mib (0 skips '
+      'this check)')
+
+
+@pytest.mark.parametrize('task_memory_mib,available_mib', [
+    (430, 19 * 430), (0, 8192), (430, None)])
+def test_a_cluster_that_fits_or_no_memory_figure_passes_the_check(
+    task_memory_mib, available_mib):
+  launch.check_memory(1, 18, task_memory_mib, available_mib)
+
+
+class _FileLimit:
+  """Stands in for resource.getrlimit/setrlimit of RLIMIT_NOFILE."""
+
+  def __init__(self, soft, hard):
+    self.limits = (soft, hard)
+
+  def getrlimit(self, which):
+    assert which == launch.resource.RLIMIT_NOFILE
+    return self.limits
+
+  def setrlimit(self, which, limits):
+    assert which == launch.resource.RLIMIT_NOFILE
+    self.limits = limits
+
+
+def test_the_open_file_limit_is_raised_for_many_tasks(monkeypatch):
+  limit = _FileLimit(1024, 4096)
+  monkeypatch.setattr(launch.resource, 'getrlimit', limit.getrlimit)
+  monkeypatch.setattr(launch.resource, 'setrlimit', limit.setrlimit)
+  assert launch.make_room_for_files(10) is None
+  assert launch.make_room_for_files(2000) == (
+      '[launch] raised the open-file limit from 1024 to 2064: one pipe per '
+      'task\n')
+  assert limit.limits == (2064, 4096)
+
+
+def test_more_tasks_than_the_hard_file_limit_allows_are_refused(monkeypatch):
+  limit = _FileLimit(1024, 4096)
+  monkeypatch.setattr(launch.resource, 'getrlimit', limit.getrlimit)
+  with pytest.raises(ValueError, match=re.escape(
+      '5000 tasks need about 5064 open files in the launcher (one pipe each),'
+      ' and the limit is 4096 (ulimit -Hn); start fewer tasks, or raise the '
+      'limit')):
+    launch.make_room_for_files(5000)
+
+
 def test_main_reports_bad_cluster_sizes_with_status_2(capsys):
   status = launch.main(['--num_ps', '0', '--num_workers', '1', '--', 'x.py'])
   assert status == 2
@@ -349,63 +403,6 @@ def test_timeout_stops_everything_with_124(local_cluster, fake_task,
                                     'worker1': -signal.SIGTERM}
 
 
-class _LineReader:
-  """Reads a process's output on a thread, so that no read outlasts a deadline.
-
-  A readline() on the pipe itself would block for as long as the process
-  stays silent, whatever deadline the caller had in mind.
-  """
-
-  def __init__(self, stream):
-    self._lines = queue.Queue()
-    self._thread = threading.Thread(target=self._read, args=(stream,),
-                                    daemon=True)
-    self._thread.start()
-
-  def _read(self, stream):
-    try:
-      for line in stream:
-        self._lines.put(line)
-    finally:
-      stream.close()
-      self._lines.put(None)  # End of output.
-
-  def _next(self, deadline):
-    try:
-      return self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
-    except queue.Empty:
-      return None
-
-  def until(self, pattern, timeout=30):
-    """Lines up to the first matching `pattern`; fails after `timeout`."""
-    lines = []
-    deadline = time.monotonic() + timeout
-    while True:
-      line = self._next(deadline)
-      if line is None:
-        raise AssertionError('no line matching %r within %d s in:\n%s'
-                             % (pattern, timeout, ''.join(lines)))
-      lines.append(line)
-      if re.search(pattern, line):
-        return lines
-
-  def rest(self, timeout=30):
-    """The remaining lines up to the end of output, within `timeout`."""
-    lines = []
-    deadline = time.monotonic() + timeout
-    while True:
-      line = self._next(deadline)
-      if line is None:
-        if self._thread.is_alive():
-          raise AssertionError('output still open after %d s:\n%s'
-                               % (timeout, ''.join(lines)))
-        return ''.join(lines)
-      lines.append(line)
-
-  def close(self, timeout=10):
-    self._thread.join(timeout)
-
-
 def _default_sigint():
   # A shell starts background jobs with SIGINT ignored, and Python keeps an
   # ignored SIGINT ignored: without this, the SIGINT test fails whenever
@@ -420,7 +417,7 @@ def _start_launcher(*args):
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True,
                              preexec_fn=_default_sigint)
-  return process, _LineReader(process.stdout)
+  return process, LineReader(process.stdout)
 
 
 def _task_pids(lines):
@@ -491,3 +488,22 @@ def test_usage_without_command_exits_2():
   assert output.endswith(
       'python -m deployment.launch: error: give the script to run after --, '
       'e.g. -- train_image_classifier.py --dataset_name=digits ...\n'), output
+
+
+def test_a_hundred_thousand_workers_are_refused_at_once():
+  started = time.monotonic()
+  process, reader = _start_launcher('--num_workers', '100000', '--', 'x.py')
+  try:
+    process.wait(timeout=60)
+    output = reader.rest()
+  finally:
+    _kill_all(process, reader, [])
+  # A second of its own; the rest is starting Python on a busy machine.
+  assert time.monotonic() - started < 20
+  assert process.returncode == 2, output
+  assert re.fullmatch(
+      r'error: --num_ps 1 --num_workers 100000 would start 100001 '
+      r'TensorFlow processes, about 41992\.6 GiB at 430 MiB each, and this '
+      r'machine has [\d.]+ GiB available \(MemAvailable\); start at most \d+ '
+      r'tasks, or, if one task of your script takes less, say how much with '
+      r'--task_memory_mib \(0 skips this check\)\n', output), output

@@ -8,11 +8,13 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from deployment.slim_compat import tf
+from training import preemption
 from tests.script_runner import REPO
 from tests.script_runner import kill_group
 from tests.script_runner import run_script
@@ -103,3 +105,95 @@ def test_a_failed_checkpoint_write_is_named_and_keeps_the_last_one(
   assert _latest_step(train_dir) == 5
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
   assert reader.get_tensor('global_step') == 5
+
+
+class _Exits:
+  """Stands in for os._exit: records the status instead of exiting."""
+
+  def __init__(self):
+    self.statuses = []
+    self.called = threading.Event()
+    self.at = None
+
+  def __call__(self, status):
+    self.statuses.append(status)
+    self.at = time.monotonic()
+    self.called.set()
+
+
+def _signal_stop(checkpoint_dir=None):
+  lines = []
+  exits = _Exits()
+  stop = preemption.SignalStop(
+      checkpoint_dir=checkpoint_dir, exit_fn=exits,
+      log_fn=lambda fmt, *args: lines.append(fmt % args))
+  return stop, lines, exits
+
+
+def _wait_until(condition, timeout=10):
+  deadline = time.monotonic() + timeout
+  while not condition():
+    assert time.monotonic() < deadline
+    time.sleep(0.01)
+
+
+@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_before_the_first_step_exits_at_once(signum):
+  # Python's own SIGINT handler, even where the shell ignores SIGINT.
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    stop, lines, exits = _signal_stop()
+    with stop:
+      os.kill(os.getpid(), signum)
+      assert exits.called.wait(10)
+  finally:
+    signal.signal(signal.SIGINT, previous)
+  assert exits.statuses == [128 + signum]
+  assert lines == ['%s: stopped before the first step; nothing was trained, '
+                   'so nothing is lost' % signal.Signals(signum).name]
+  assert stop.requested is None
+
+
+def test_a_signal_is_seen_while_the_main_thread_waits_in_tensorflow():
+  stop, lines, exits = _signal_stop()
+  with tf.Graph().as_default():
+    # A dequeue nobody feeds: the main thread waits in C++, where no Python
+    # signal handler runs, until the run times out.
+    dequeue = tf.queue.FIFOQueue(1, tf.float32).dequeue()
+    with tf.Session() as session, stop:
+      threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+      with pytest.raises(tf.errors.DeadlineExceededError):
+        session.run(dequeue, options=tf.RunOptions(timeout_in_ms=2000))
+      returned = time.monotonic()
+  assert exits.statuses == [128 + signal.SIGTERM]
+  assert exits.at < returned - 1  # During the wait, not after it.
+
+
+def test_a_first_sigterm_in_training_ends_the_loop_a_second_exits_at_once(
+    tmp_path):
+  tf.train.update_checkpoint_state(str(tmp_path), 'model.ckpt-7')
+  (tmp_path / 'model.ckpt-7.index').write_bytes(b'')
+  stop, lines, exits = _signal_stop(checkpoint_dir=str(tmp_path))
+  with stop:
+    stop.training_started()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert stop.requested == 'SIGTERM'  # Before the loop's next check.
+    _wait_until(lambda: lines)
+    assert not exits.statuses
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert exits.called.wait(10)
+  assert exits.statuses == [128 + signal.SIGTERM]
+  assert lines == [
+      'SIGTERM: stopping after the step in progress, then saving a '
+      'checkpoint (a second SIGTERM stops at once, without saving)',
+      'SIGTERM again: stopped at once, without finishing the step; the '
+      'latest checkpoint, %s/model.ckpt-7, is whole: a resumed run starts '
+      'there' % tmp_path]
+
+
+def test_handlers_are_restored_after_the_stop():
+  before = signal.getsignal(signal.SIGTERM)
+  with preemption.SignalStop():
+    assert signal.getsignal(signal.SIGTERM) is not before
+  assert signal.getsignal(signal.SIGTERM) is before
+  assert signal.set_wakeup_fd(-1) == -1

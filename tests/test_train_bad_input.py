@@ -10,6 +10,7 @@ import pytest
 from deployment.slim_compat import tf
 import train_image_classifier
 from training import run_config
+from training import errors
 from training.errors import UsageError
 from training.flags import FLAGS
 from tests.script_runner import run_script
@@ -90,6 +91,37 @@ def test_trainable_scopes_that_match_nothing(digits_dir, tmp_path):
   assert not os.path.exists(train_dir)
 
 
+def test_checkpoint_exclude_scopes_that_match_nothing(digits_dir, tmp_path):
+  checkpoint_dir = str(tmp_path / 'pretrained')
+  _run(checkpoint_dir, dataset_dir=digits_dir)
+  train_dir = str(tmp_path / 'train')
+  # A typo of LeNet/fc4 would otherwise restore the logits it meant to skip.
+  with pytest.raises(UsageError, match=re.escape(
+      '--checkpoint_exclude_scopes=LeNet/fc_4 matches no model variable; '
+      'scopes look like LeNet/conv1')):
+    _run(train_dir, dataset_dir=digits_dir, checkpoint_path=checkpoint_dir,
+         checkpoint_exclude_scopes='LeNet/fc4,LeNet/fc_4')
+  assert not os.path.exists(train_dir)
+
+
+def test_a_truncated_checkpoint_to_fine_tune_from_is_named(digits_dir,
+                                                           tmp_path):
+  checkpoint_dir = str(tmp_path / 'pretrained')
+  _run(checkpoint_dir, dataset_dir=digits_dir)
+  prefix = tf.train.latest_checkpoint(checkpoint_dir)
+  data_file, = tf.io.gfile.glob(prefix + '.data-*')
+  with open(data_file, 'r+b') as f:
+    f.truncate(os.path.getsize(data_file) // 2)
+  train_dir = str(tmp_path / 'train')
+  with pytest.raises(UsageError, match=re.escape(
+      '--checkpoint_path=%s is unreadable: %s is truncated: shorter than its '
+      'index says; the newest readable checkpoint beside it is %s' % (
+          prefix, os.path.basename(data_file),
+          os.path.join(checkpoint_dir, 'model.ckpt-0')))):
+    _run(train_dir, dataset_dir=digits_dir, checkpoint_path=prefix)
+  assert not os.path.exists(train_dir)
+
+
 def test_sync_replicas_aggregating_more_than_the_workers(digits_dir,
                                                           tmp_path):
   train_dir = str(tmp_path / 'train')
@@ -158,6 +190,20 @@ README_CASES = {
     'missing checkpoint_path': (['--checkpoint_path=/nonexistent/model.ckpt-1'],
                                 'error: --checkpoint_path=/nonexistent/'
                                 'model.ckpt-1 does not exist'),
+    'infinite learning rate': (['--learning_rate=inf'],
+                               'error: --learning_rate must be a finite '
+                               'number, got inf'),
+    'negative weight decay': (['--weight_decay=-1'],
+                              'error: --weight_decay must be >= 0 (0: no '
+                              'weight decay), got -1.0'),
+    # LeNet's fc3 takes the whole last feature map: 500 x 500 x 64 inputs.
+    'image too big for the model': (
+        ['--train_image_size=2000'],
+        'error: --train_image_size=2000: variable LeNet/fc3/weights of lenet '
+        'would take 61.0 GiB (shape [16000000, 1024]); TensorFlow cannot '
+        'initialise a variable of 2 GiB or more from a constant, as the '
+        "optimizer's slots are; use a smaller image size (lenet "
+        'builds at 28 by default)'),
 }
 
 
@@ -203,6 +249,35 @@ def test_readme_bad_input_exits_2_in_a_subprocess(digits_dir, tmp_path, case):
   flags = _script_flags(digits_dir, train_dir)
   result = run_script('train_image_classifier.py', *(flags + extra))
   _assert_usage_error(result.returncode, result.stdout, expected_line,
+                      train_dir)
+
+
+# A flag absl cannot parse: one line and exit 2, as for a bad value (absl
+# alone prints 'FATAL Flags parsing error' and exits 1).
+PARSE_ERRORS = {
+    'unknown flag': ('--nosuch_flag=1',
+                     "error: Unknown command line flag 'nosuch_flag'"),
+    'not an integer': ('--batch_size=abc',
+                       'error: flag --batch_size=abc: invalid literal for '
+                       "int() with base 10: 'abc'"),
+    'missing flagfile': ('--flagfile=/nonexistent/train.flags',
+                         'error: Unable to open flagfile: [Errno 2] No such '
+                         "file or directory: '/nonexistent/train.flags'"),
+}
+
+
+@pytest.mark.parametrize('script', ['train_image_classifier.py',
+                                    'eval_image_classifier.py'])
+@pytest.mark.parametrize('case', sorted(PARSE_ERRORS))
+def test_a_flag_that_does_not_parse_exits_2_with_one_line(tmp_path, script,
+                                                          case):
+  flag, expected_line = PARSE_ERRORS[case]
+  train_dir = str(tmp_path / 'train')
+  result = run_script(script, '--train_dir=%s' % train_dir
+                      if script.startswith('train') else '--eval_dir=%s'
+                      % train_dir, flag, timeout=60)
+  _assert_usage_error(result.returncode, result.stdout,
+                      expected_line + ' (--helpfull lists the flags)',
                       train_dir)
 
 
@@ -255,4 +330,24 @@ def test_eval_on_a_record_corrupt_mid_file_exits_2_naming_it(digits_dir,
                       '--eval_dir=%s' % (tmp_path / 'eval'))
   assert result.returncode == 2, result.stdout[-3000:]
   assert 'Traceback' not in result.stdout
-  assert 'error: corrupt TFRecord file(s): %s: ' % test_file in result.stdout
+  errors = [l for l in result.stdout.splitlines() if l.startswith('error: ')]
+  assert errors[0].startswith('error: corrupt TFRecord file(s): %s: '
+                              % test_file)
+  assert re.search(r'corrupted record at \d+', errors[0])
+  # TensorFlow's stack of the reading op stays out of the message.
+  assert 'Detected at node' not in result.stdout
+  assert 'Graph execution error' not in result.stdout
+
+
+def test_an_op_error_in_a_message_is_cut_to_its_reason(graph):
+  value = tf.placeholder(tf.float32, [])
+  checked = tf.debugging.assert_positive(value, message='value must be > 0')
+  with tf.Session() as session:
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+      session.run(checked, {value: -1.0})
+  message = 'reading %s failed: %s' % ('FILE', raised.value.message)
+  assert 'Graph execution error' in message and '[[{{node' in message
+  short = errors.without_op_stacks(message)
+  assert short.startswith('reading FILE failed: assertion failed: '
+                          '[value must be > 0')
+  assert '\n' not in short and 'Graph execution error' not in short

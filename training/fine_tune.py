@@ -3,6 +3,7 @@
 import os
 
 from deployment.slim_compat import slim, tf
+from training import checkpoint_fit
 from training.errors import UsageError
 
 
@@ -55,27 +56,28 @@ def variables_to_restore(checkpoint_path, exclude_scopes, ignore_missing_vars):
       or has another shape there; the message names it and the fix.
   """
   shapes = dict(tf.train.list_variables(checkpoint_path))
-  restore = {}
-  for var in slim.get_model_variables():
-    name = var.op.name
-    if _in_scopes(name, exclude_scopes):
-      continue
-    if name not in shapes:
-      if ignore_missing_vars:
-        tf.logging.warning('not in %s, left as initialized: %s',
-                           checkpoint_path, name)
-        continue
+  model_variables = slim.get_model_variables()
+  _check_scopes_match('--checkpoint_exclude_scopes', exclude_scopes,
+                      model_variables, 'model variable')
+  restore = {var.op.name: var for var in model_variables
+             if not _in_scopes(var.op.name, exclude_scopes)}
+  for name, shape, saved in checkpoint_fit.misfits(
+      checkpoint_fit.by_checkpoint_name(restore), shapes):
+    if saved is None and ignore_missing_vars:
+      tf.logging.warning('not in %s, left as initialized: %s',
+                         checkpoint_path, name)
+      del restore[name]
+    elif saved is None:
       raise UsageError(
           'variable %s is not in checkpoint %s; add its scope to '
           '--checkpoint_exclude_scopes or pass --ignore_missing_vars'
           % (name, checkpoint_path))
-    if list(shapes[name]) != var.shape.as_list():
+    else:
       raise UsageError(
           'variable %s has shape %s in the model but %s in checkpoint %s; '
           'exclude its scope with --checkpoint_exclude_scopes (e.g. the '
           'logits when the number of classes differs)'
-          % (name, var.shape.as_list(), list(shapes[name]), checkpoint_path))
-    restore[name] = var
+          % (name, shape, saved, checkpoint_path))
   return restore
 
 
@@ -84,11 +86,18 @@ def variables_to_train(trainable_scopes):
   variables = tf.trainable_variables()
   if not trainable_scopes:
     return variables
-  chosen = [v for v in variables if _in_scopes(v.op.name, trainable_scopes)]
-  if not chosen:
-    raise UsageError('--trainable_scopes=%s matches no trainable variable; '
-                     'scopes look like %s' % (
-                         ','.join(trainable_scopes),
-                         os.path.dirname(variables[0].op.name)
-                         if variables else '(no variables)'))
-  return chosen
+  _check_scopes_match('--trainable_scopes', trainable_scopes, variables,
+                      'trainable variable')
+  return [v for v in variables if _in_scopes(v.op.name, trainable_scopes)]
+
+
+def _check_scopes_match(flag, scopes, variables, kind):
+  """Raises UsageError naming the scopes of `flag` that match none of
+  `variables` (a typo would otherwise pass in silence)."""
+  unmatched = [scope for scope in scopes
+               if not any(_in_scopes(v.op.name, [scope]) for v in variables)]
+  if unmatched:
+    raise UsageError('%s=%s matches no %s; scopes look like %s' % (
+        flag, ','.join(unmatched), kind,
+        os.path.dirname(variables[0].op.name) if variables
+        else '(no variables)'))

@@ -1,13 +1,20 @@
-"""Session hooks of the training loop: progress log and checkpoint guard."""
+"""Session hooks of the training loop: progress log, NaN and checkpoint
+guards."""
 
 import time
 
+import numpy as np
 
 from deployment.slim_compat import tf
 
 
 class NonFiniteWeightsError(RuntimeError):
-  """A checkpoint was about to hold NaN or infinite weights."""
+  """A checkpoint was about to hold NaN or infinite weights; `history` is
+  the chief's CheckpointHistory (or None)."""
+
+  def __init__(self, message, history=None):
+    super().__init__(message)
+    self.history = history
 
 
 class CheckpointWriteError(RuntimeError):
@@ -161,47 +168,111 @@ def _format_duration(seconds):
   return '%ds' % seconds
 
 
+class NanLossError(tf.train.NanLossDuringTrainingError):
+  """The loss of a step was NaN; `history` is the chief's CheckpointHistory
+  (None on other workers)."""
+
+  def __init__(self, step, history):
+    super().__init__()
+    self.step = step
+    self.history = history
+
+  def __str__(self):
+    return 'NaN loss during training at step %d' % self.step
+
+
+class NanTensorHook(tf.train.NanTensorHook):
+  """tf.train.NanTensorHook that also gives each loss to the chief's
+  training.divergence.CheckpointHistory, and raises NanLossError.
+
+  Args:
+    loss: the loss tensor to watch.
+    history: a CheckpointHistory, or None.
+  """
+
+  def __init__(self, loss, history=None):
+    super().__init__(loss, fail_on_nan_loss=True)
+    self._history = history
+    self._global_step = None
+
+  def begin(self):
+    self._global_step = tf.train.get_global_step()
+
+  def after_run(self, run_context, run_values):
+    loss = run_values.results
+    if self._history is not None:
+      self._history.add_loss(loss)
+    if np.isnan(loss):
+      # The step this run reached, as a checkpoint of it would be named.
+      step = run_context.session.run(self._global_step)
+      raise NanLossError(step, self._history)
+
+
 class FiniteWeightsGuard(tf.train.CheckpointSaverListener):
-  """Refuses to save a checkpoint whose variables are not all finite.
+  """Refuses to save a checkpoint whose variables are not all finite, and
+  records each save's largest weight in a CheckpointHistory.
 
   The NaN-loss hook stops training at the first NaN loss, but the step that
   produced it may already have written NaN into the weights; this keeps
-  them out of train_dir so the last good checkpoint stays the latest.
+  them out of train_dir. Finite weights that had already blown up are
+  judged with the history when training stops (training/divergence.py).
+
+  Args:
+    variables: the variables that must be finite.
+    history: a training.divergence.CheckpointHistory, or None; max |w| over
+      its `weights` is recorded at each save.
   """
 
-  def __init__(self, variables):
+  def __init__(self, variables, history=None):
     checks = [tf.reduce_all(tf.math.is_finite(v)) for v in variables
               if v.dtype.base_dtype.is_floating]
-    self._all_finite = tf.reduce_all(tf.stack(checks)) if checks else None
+    self._fetches = {}
+    if checks:
+      self._fetches['all_finite'] = tf.reduce_all(tf.stack(checks))
+    if history is not None and history.weights:
+      # float32 each: mixed precision mixes float16 and float32 weights.
+      self._fetches['max_weight'] = tf.reduce_max(tf.stack(
+          [tf.cast(tf.reduce_max(tf.abs(w)), tf.float32)
+           for w in history.weights]))
+    self._history = history
+    self._max_weight = None
 
   def before_save(self, session, global_step_value):
-    if self._all_finite is not None and not session.run(self._all_finite):
+    values = session.run(self._fetches) if self._fetches else {}
+    if not values.get('all_finite', True):
       raise NonFiniteWeightsError(
-          'weights became NaN or infinite at step %d; the checkpoint was not '
-          'saved. Lower --learning_rate or check the input data.'
-          % global_step_value)
+          'weights became NaN or infinite at step %d (that checkpoint was '
+          'not saved)' % global_step_value, self._history)
+    self._max_weight = values.get('max_weight')
+
+  def after_save(self, session, global_step_value):
+    if self._history is not None:
+      self._history.add_save(global_step_value, (
+          None if self._max_weight is None else float(self._max_weight)))
 
 
-def session_hooks(total_loss, is_chief, chief_hooks, hooks):
+def session_hooks(total_loss, is_chief, chief_hooks, hooks, history=None):
   """All hooks of a training session, in the order they must run.
 
   MonitoredSession calls `after_run` hook by hook, in list order, and an
   exception stops the rest and skips every `end` (where the checkpoint
   saver writes its final checkpoint). The NaN-loss hook therefore comes
   first: on a step whose loss is NaN it raises before the checkpoint and
-  summary hooks see that step. The chief's hooks are passed here rather
-  than as MonitoredTrainingSession's `chief_only_hooks`, which runs them
-  before all others. Weights that became non-finite while the loss was
-  still finite are kept out of checkpoints by FiniteWeightsGuard.
+  summary hooks see that step, and on other steps it records the loss
+  before a save records the checkpoint. The chief's hooks are passed here
+  rather than as MonitoredTrainingSession's `chief_only_hooks`, which runs
+  them before all others. Weights that became non-finite while the loss
+  was still finite are kept out of checkpoints by FiniteWeightsGuard.
 
   Args:
     total_loss: the loss tensor to watch.
     is_chief: whether `chief_hooks` (checkpoints, summaries) are wanted.
     chief_hooks: hooks of the chief only.
     hooks: hooks of every worker.
+    history: the chief's training.divergence.CheckpointHistory, or None.
 
   Returns:
     The list of hooks to pass as MonitoredTrainingSession's `hooks`.
   """
-  nan_hook = tf.train.NanTensorHook(total_loss, fail_on_nan_loss=True)
+  nan_hook = NanTensorHook(total_loss, history if is_chief else None)
   return [nan_hook] + (list(chief_hooks) if is_chief else []) + list(hooks)

@@ -1,14 +1,19 @@
 """The dataset, network and preprocessing that the flags of a script name.
 
 Shared by train_image_classifier.py and eval_image_classifier.py, whose
-flags carry the same names for these choices.
+flags carry the same names for these choices. Opening the dataset also
+reads the first records of its files (datasets/split_check.py): an empty
+split or a label outside the classes stops the script there.
 """
 
 import collections
+import contextlib
 
 from datasets import dataset_factory
+from datasets import split_check
 from nets import nets_factory
 from preprocessing import preprocessing_factory
+from training.errors import UsageError
 from training.errors import call_for_flag
 
 # num_classes is the network's: the dataset's classes minus labels_offset.
@@ -30,7 +35,9 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
     A ModelAndData.
 
   Raises:
-    UsageError: an unknown name or missing dataset files, naming the flag.
+    UsageError: an unknown name, missing, corrupt or empty dataset files, a
+      label outside the classes, or --labels_offset leaving no class;
+      naming the flag.
   """
   f = flag_values
   dataset = call_for_flag(
@@ -38,7 +45,11 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
                                                      f.dataset_split_name),
       dataset_factory.get_dataset, f.dataset_name, f.dataset_split_name,
       f.dataset_dir)
-  num_classes = dataset.num_classes - f.labels_offset
+  num_classes = call_for_flag(
+      '--labels_offset=%d' % f.labels_offset,
+      split_check.classes_after_offset, dataset, f.labels_offset)
+  call_for_flag('--dataset_dir=%s' % f.dataset_dir, split_check.check_split,
+                dataset, f.labels_offset)
   network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
                              f.model_name, num_classes=num_classes,
                              weight_decay=weight_decay,
@@ -48,3 +59,15 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
       f.preprocessing_name or f.model_name, is_training=is_training,
       use_grayscale=f.use_grayscale)
   return ModelAndData(dataset, num_classes, network_fn, preprocess_fn)
+
+
+@contextlib.contextmanager
+def reporting_bad_labels(flag_values, dataset):
+  """A label outside the classes, met in a batch of an input pipeline made
+  with check_labels=True, as a UsageError (exit 2) naming it."""
+  try:
+    with split_check.naming_bad_labels(dataset, flag_values.labels_offset):
+      yield
+  except split_check.BadLabelError as e:
+    raise UsageError('--dataset_dir=%s: %s' % (flag_values.dataset_dir,
+                                               e)) from None

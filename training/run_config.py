@@ -12,6 +12,7 @@ that the variables fit --checkpoint_path.
 """
 
 import dataclasses
+import math
 import os
 import typing
 
@@ -20,9 +21,9 @@ from deployment import device_placement
 from deployment import model_deploy
 from deployment import precision
 from training import checkpoint_state
-from training import fine_tune
 from training import lookup
 from training import optimizers
+from training import resume_check
 from training import schedule
 from training.errors import Problems
 from training.errors import UsageError
@@ -43,6 +44,7 @@ _RANGES = (
     ('warmup_epochs', lambda v: v >= 0, '>= 0'),
     ('learning_rate', lambda v: v > 0, '> 0'),
     ('label_smoothing', lambda v: 0 <= v < 1, 'in [0, 1)'),
+    ('weight_decay', lambda v: v >= 0, '>= 0 (0: no weight decay)'),
     ('moving_average_decay', lambda v: 0 < v < 1, 'in (0, 1)'),
     ('labels_offset', lambda v: v >= 0, '>= 0'),
     ('train_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
@@ -102,6 +104,10 @@ class FlagSnapshot:
   def given(self, name):
     """Whether --name was on the command line (not just its default)."""
     return name in self._given
+
+  def names(self):
+    """The names of all flags, sorted."""
+    return sorted(self._values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +188,7 @@ def from_flags(flag_values, environ=None):
                            weight_decay=snapshot.weight_decay)
   checkpoint = None
   if snapshot.checkpoint_path:
-    checkpoint = problems.attempt(fine_tune.resolve_checkpoint,
+    checkpoint = problems.attempt(resume_check.readable_checkpoint,
                                   snapshot.checkpoint_path)
   problems.raise_if_any()
 
@@ -202,18 +208,31 @@ def from_flags(flag_values, environ=None):
       fine_tune_checkpoint=checkpoint)
 
 
+def check_finite(f, problems):
+  """Every float flag is a number: absl parses 'inf' and 'nan' as floats,
+  and an infinite rate or decay would pass the range checks."""
+  for name in f.names():
+    value = getattr(f, name)
+    problems.check(not isinstance(value, float) or math.isfinite(value),
+                   '--%s must be a finite number, got %s' % (name, value))
+
+
 def check_ranges(f, ranges, problems):
   """Checks flags against (name, condition, requirement) rules.
 
-  A flag left at None passes: None means unset for optional flags.
+  A flag left at None passes: None means unset for optional flags. So does
+  a non-finite float, which check_finite reports.
   """
   for name, condition, requirement in ranges:
     value = getattr(f, name)
+    if isinstance(value, float) and not math.isfinite(value):
+      continue
     problems.check(value is None or condition(value),
                    '--%s must be %s, got %s' % (name, requirement, value))
 
 
 def _check_values(f, problems):
+  check_finite(f, problems)
   check_ranges(f, _RANGES, problems)
   for name, known in _CHOICES:
     value = getattr(f, name)

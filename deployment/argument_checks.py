@@ -1,0 +1,87 @@
+"""Checks of model_deploy's public arguments, with messages naming the fix.
+
+deploy(), create_clones() and optimize_clones() hand `model_fn` and
+`optimizer` on to TensorFlow, which fails late and obscurely on the wrong
+kind of object: `optimizer='sgd'` raises "'str' object has no attribute
+'compute_gradients'", and a tf_keras optimizer complains of a missing
+`var_list` as if one more argument would fix it. Keras optimizers cannot
+work here at all: they apply gradients through tf.Variables of their own
+and have no graph-mode `compute_gradients(loss)`. The public functions call
+these checks once, on entry, before anything is added to the graph.
+"""
+
+from deployment.slim_compat import tf
+
+# Keras optimizer class name -> the tf.compat.v1.train optimizer doing the
+# same update.
+_TF1_EQUIVALENTS = {
+    'SGD': 'GradientDescentOptimizer(learning_rate) (MomentumOptimizer('
+           'learning_rate, momentum) for SGD with momentum)',
+    'Adam': 'AdamOptimizer(learning_rate)',
+    'RMSprop': 'RMSPropOptimizer(learning_rate)',
+    'Adagrad': 'AdagradOptimizer(learning_rate)',
+    'Adadelta': 'AdadeltaOptimizer(learning_rate)',
+    'Ftrl': 'FtrlOptimizer(learning_rate)',
+}
+
+_OPTIMIZER_EXAMPLE = 'tf.compat.v1.train.GradientDescentOptimizer(0.1)'
+
+
+def _described(value):
+  """'the str 'sgd'', 'a keras.src.optimizers.sgd.SGD': what was given."""
+  kind = type(value)
+  if kind in (str, bytes, int, float, bool, list, tuple, dict):
+    text = repr(value)
+    if len(text) > 60:
+      text = text[:57] + '...'
+    return 'the %s %s' % (kind.__name__, text)
+  if value is None:
+    return 'None'
+  return 'a %s.%s' % (kind.__module__, kind.__qualname__)
+
+
+def _is_keras(value):
+  """Whether `value`'s class comes from Keras (keras, tf_keras, tf.keras)."""
+  for cls in type(value).__mro__:
+    root = cls.__module__.split('.')[0]
+    if root in ('keras', 'tf_keras') or '.keras.' in cls.__module__ + '.':
+      return True
+  return False
+
+
+def check_model_fn(model_fn):
+  """Raises TypeError unless model_fn is callable."""
+  if not callable(model_fn):
+    raise TypeError(
+        'model_fn must be callable: a function that builds one clone\'s '
+        'model and adds its losses (e.g. with tf.losses.*); got %s'
+        % _described(model_fn))
+
+
+def check_optimizer(optimizer, function):
+  """Raises TypeError unless `optimizer` can be given to `function`.
+
+  A tf.compat.v1.train.Optimizer (SyncReplicasOptimizer included) passes, as
+  does any other object with the two methods model_deploy calls,
+  compute_gradients(loss, ...) and apply_gradients(grads_and_vars, ...), the
+  duck typing upstream Slim relied on. A Keras optimizer does not, although
+  it has methods of those names.
+  """
+  if isinstance(optimizer, tf.train.Optimizer):
+    return
+  if _is_keras(optimizer):
+    equivalent = _TF1_EQUIVALENTS.get(type(optimizer).__name__)
+    raise TypeError(
+        'optimizer: Keras optimizers are not supported by %s() (it builds '
+        'a graph-mode tf.compat.v1 train op); got %s. Pass %s instead'
+        % (function, _described(optimizer),
+           'its equivalent tf.compat.v1.train.' + equivalent if equivalent
+           else 'a tf.compat.v1.train.Optimizer (e.g. %s)'
+           % _OPTIMIZER_EXAMPLE))
+  if not all(callable(getattr(optimizer, method, None))
+             for method in ('compute_gradients', 'apply_gradients')):
+    raise TypeError(
+        'optimizer must be a tf.compat.v1.train.Optimizer (e.g. %s)%s; got %s'
+        % (_OPTIMIZER_EXAMPLE,
+           ', or None to build only the losses' if function == 'deploy'
+           else '', _described(optimizer)))

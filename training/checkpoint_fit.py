@@ -1,0 +1,142 @@
+"""Whether a checkpoint holds the variables of the graph that restores it.
+
+Restoring a checkpoint of another network fails deep in the session with a
+traceback; restoring one whose shapes differ (another number of classes)
+can even succeed for some variables and fail later, after a checkpoint of
+the mixture is written. These checks compare names and shapes, read from
+the checkpoint's index alone, before any session exists:
+
+  * `misfits`: the variables a checkpoint cannot restore (fine-tuning uses
+    it too, with its own exclusions).
+  * `check_resume` / `check_eval`: a UsageError naming the first one, the
+    checkpoint, and the flags it was trained with when they can be told:
+    --model_name from the network scope of its variables,
+    --dataset_name and --labels_offset from its saved input layout
+    (training/input_position.py).
+"""
+
+import inspect
+
+from deployment.slim_compat import tf
+from nets import nets_factory
+from training import input_position
+from training.errors import UsageError
+
+
+def by_checkpoint_name(variables):
+  """{name in a checkpoint: (variable, full shape)} of graph variables (a
+  partitioned variable's parts share their whole's name), or of a Saver's
+  {name: variable} var_list."""
+  if isinstance(variables, dict):
+    return {name: (var, var.shape.as_list())
+            for name, var in variables.items()}
+  named = {}
+  for var in variables:
+    info = getattr(var, '_save_slice_info', None)
+    if info is not None:
+      named[info.full_name] = (var, list(info.full_shape))
+    else:
+      named[var.op.name] = (var, var.shape.as_list())
+  return named
+
+
+def misfits(named_variables, checkpoint_shapes):
+  """Yields (name, shape here, shape in the checkpoint or None if it lacks
+  the name) for each variable the checkpoint cannot restore.
+
+  Args:
+    named_variables: what by_checkpoint_name returns.
+    checkpoint_shapes: {name: shape} of the checkpoint's tensors.
+  """
+  for name, (_, shape) in named_variables.items():
+    saved = checkpoint_shapes.get(name)
+    if saved is None or list(saved) != shape:
+      yield name, shape, None if saved is None else list(saved)
+
+
+def _default_scope(network):
+  scope = inspect.signature(network).parameters.get('scope')
+  return scope.default if scope is not None else None
+
+
+def _model_names(checkpoint_names):
+  """The --model_name values whose network scope the checkpoint holds."""
+  scopes = {name.split('/', 1)[0] for name in checkpoint_names}
+  return [model for model, network in sorted(nets_factory.networks_map.items())
+          if _default_scope(network) in scopes]
+
+
+def _saved_layout(reader):
+  """{field: value} of the input layout saved in the checkpoint, e.g.
+  {'dataset': 'digits/train', 'labels_offset': '0', ...}; {} without one."""
+  if not reader.has_tensor(input_position.LAYOUT_NAME):
+    return {}
+  text = reader.get_tensor(input_position.LAYOUT_NAME)
+  text = text.decode() if isinstance(text, bytes) else str(text)
+  return dict(field.split('=', 1) for field in text.split() if '=' in field)
+
+
+def trained_with(reader, flags):
+  """The flags the checkpoint was trained with that differ from `flags`'s
+  (model_name, dataset_name, labels_offset), e.g. ['--model_name=lenet'];
+  only those the checkpoint tells."""
+  differ = []
+  models = _model_names(reader.get_variable_to_shape_map())
+  if models and flags.model_name not in models:
+    differ.append('--model_name=%s' % ' or '.join(models))
+  layout = _saved_layout(reader)
+  dataset = layout.get('dataset', '').split('/')[0]
+  if dataset and dataset != flags.dataset_name:
+    differ.append('--dataset_name=%s' % dataset)
+  offset = layout.get('labels_offset')
+  if offset is not None and offset != str(flags.labels_offset):
+    differ.append('--labels_offset=%s' % offset)
+  return differ
+
+
+def _first_misfit(checkpoint, variables, flags):
+  """None when the checkpoint restores `variables`; else (what differs, the
+  flags it was trained with as text or None)."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  found = list(misfits(by_checkpoint_name(variables),
+                       reader.get_variable_to_shape_map()))
+  if not found:
+    return None
+  name, shape, saved = found[0]
+  what = ('variable %s is not in it' % name if saved is None else
+          'variable %s has shape %s here but %s in it' % (name, shape, saved))
+  if len(found) > 1:
+    what += ' (and %d more variable(s) differ)' % (len(found) - 1)
+  return what, ' '.join(trained_with(reader, flags)) or None
+
+
+def _check(checkpoint, variables, flags, chosen_by, verb, other_way):
+  """Raises UsageError unless `checkpoint` restores `variables`: what
+  differs, the flags it was trained with, and `other_way` out."""
+  misfit = _first_misfit(checkpoint, variables, flags)
+  if misfit is None:
+    return
+  what, flags_text = misfit
+  raise UsageError(
+      '%s: checkpoint %s does not fit the model built from these flags: %s. '
+      '%s, or %s' % (
+          chosen_by, checkpoint, what,
+          'It was trained with %s: %s with that' % (flags_text, verb)
+          if flags_text else
+          '%s with the flags it was trained with' % verb.capitalize(),
+          other_way))
+
+
+def check_resume(train_dir, checkpoint, variables, flags):
+  """Raises UsageError unless `checkpoint` (train_dir's latest) restores
+  `variables`, the built graph's global variables."""
+  _check(checkpoint, variables, flags, '--train_dir=%s' % train_dir,
+         'resume', 'give another --train_dir (to fine-tune from it: '
+         '--checkpoint_path=%s with an empty --train_dir)' % checkpoint)
+
+
+def check_eval(checkpoint, variables, flags):
+  """Raises UsageError unless `checkpoint` restores `variables`."""
+  _check(checkpoint, variables, flags,
+         '--checkpoint_path=%s' % flags.checkpoint_path, 'evaluate',
+         'give another --checkpoint_path')
