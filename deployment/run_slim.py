@@ -29,7 +29,7 @@ A program written for TF 1.x (`import tensorflow as tf`, `tf.app.flags`,
 
 which gives the program's own modules, and only them, TF 1.x's
 `tensorflow` (`deployment.tf1_imports`), and switches the process to graph
-mode, as TF 1.x was. Without `--tf1`, such a program stops at its first
+mode and TF 1.x shapes (`shape[1].value`), as TF 1.x was. Without `--tf1`, such a program stops at its first
 TF 1.x name with one line that says to add it.
 
 A script that builds its graph in TensorFlow's global default graph, not
@@ -101,7 +101,7 @@ def install(tree, disable_eager_execution=False, tf1=False):
     tree: the program's ProgramTree.
     disable_eager_execution: also switch the whole process to graph mode.
     tf1: give the program's own modules TF 1.x's `tensorflow`, and switch
-      the process to graph mode.
+      the process to graph mode and TF 1.x shapes.
 
   Returns:
     The builtins the script runs with.
@@ -115,6 +115,9 @@ def install(tree, disable_eager_execution=False, tf1=False):
   if not tf1:
     program_tree.install(tree)
     return __builtins__
+  # TF 1.x shapes: `images.get_shape()[1].value`, a TF 1.x idiom, needs
+  # the Dimension objects TF 2 replaced by ints.
+  tf.disable_v2_tensorshape()
   from deployment import tf1_imports
   tf1_imports.install(tree)
   return tf1_imports.TF1_BUILTINS

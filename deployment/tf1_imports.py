@@ -58,9 +58,17 @@ class TF1Module(types.ModuleType):
     return sorted(set(dir(_tf_v1)) | {'contrib', 'compat'})
 
 
+# The dunder names of the package that programs read (`tf.__version__`).
+_VERSIONS = ('__version__', '__git_version__', '__compiler_version__')
+
+
 def _tf1_api():
   module = TF1Module(PACKAGE, _tf_v1.__doc__)
-  module.__file__ = sys.modules[PACKAGE].__file__
+  real = sys.modules[PACKAGE]
+  module.__file__ = real.__file__
+  for name in _VERSIONS:
+    if hasattr(real, name):
+      setattr(module, name, getattr(real, name))
   return module
 
 

@@ -280,10 +280,12 @@ def imported_in(module_name):
 
 print('script', tf is sys.modules['tensorflow'], tf.app is tf.compat.v1.app)
 for name in ('tensorflow.python.ops.nn_ops', 'tf_slim.layers.layers',
-             'deployment.model_deploy', 'deployment.slim_compat'):
+             'tf_keras.src.legacy_tf_layers.core', 'deployment.model_deploy',
+             'deployment.slim_compat'):
   __import__(name)
   print(name, imported_in(name) is sys.modules['tensorflow'])
 print('eager', tf.executing_eagerly())
+print('dimension', tf.zeros([2, 3]).get_shape()[1].value)
 """
 
 
@@ -301,13 +303,18 @@ def test_tf1_gives_the_script_tf1s_tensorflow(tf1_probe):
 
 
 def test_tf1_leaves_libraries_and_this_project_the_real_tensorflow(tf1_probe):
-  assert tf1_probe[1:5] == [
+  assert tf1_probe[1:6] == [
       'tensorflow.python.ops.nn_ops True', 'tf_slim.layers.layers True',
+      'tf_keras.src.legacy_tf_layers.core True',
       'deployment.model_deploy True', 'deployment.slim_compat True']
 
 
 def test_tf1_switches_the_process_to_graph_mode(tf1_probe):
-  assert tf1_probe[5] == 'eager False'
+  assert tf1_probe[6] == 'eager False'
+
+
+def test_tf1_shapes_have_tf1_dimensions(tf1_probe):
+  assert tf1_probe[7] == 'dimension 3'   # shape[1].value, a TF 1.x idiom
 
 
 def test_tf1_with_a_missing_script_is_one_line_and_status_2(tmp_path):

@@ -68,6 +68,11 @@ def test_a_tf1_name_is_there_for_the_program(program, name):
   assert getattr(module.tf, name) is getattr(tf, name)
 
 
+def test_version_is_tensorflows(program):
+  program.write('prints_version.py', 'import tensorflow as tf\n')
+  assert _import('prints_version').tf.__version__ == REAL_TENSORFLOW.__version__
+
+
 def test_contrib_is_the_stubs_package(program):
   program.write('uses_contrib.py', '''\
       import tensorflow as tf
