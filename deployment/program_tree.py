@@ -16,9 +16,8 @@ The rule is by file location. A file is the program's when it is neither
 under the Python installation (the standard library, any site-packages,
 where TensorFlow, tf-slim and tf-keras are) nor under this project's root;
 the script's own folder is the program's even inside this project's root
-(when it is not the root itself). This project's
-`deployment` package is always this project's: the runner imported it
-before the program runs.
+(when it is not the root itself). This project's `deployment` package is
+always this project's: the runner imported it before the program runs.
 """
 
 import importlib.abc
