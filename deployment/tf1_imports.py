@@ -40,9 +40,9 @@ class TF1Module(types.ModuleType):
   def __getattr__(self, name):
     if name.startswith('__'):
       raise AttributeError('module %r has no attribute %r' % (PACKAGE, name))
-    if name == 'contrib':
-      value = contrib_stubs.install()
-    elif name == 'compat':
+    if name == 'contrib':  # Not kept: contrib_stubs.uninstall() takes it.
+      return contrib_stubs.install()
+    if name == 'compat':
       value = sys.modules[PACKAGE + '.compat']
     elif hasattr(_tf_v1, name):
       value = getattr(_tf_v1, name)
@@ -98,12 +98,14 @@ def install(tree):
   """Gives the program's modules imported from now on TF1_API.
 
   The program's main script is not imported: run it with TF1_BUILTINS as
-  its `__builtins__`. Also makes the program's own `nets`, `datasets` and
-  `preprocessing` win, as `program_tree.install` does.
+  its `__builtins__`. Also installs the contrib stubs (`import
+  tensorflow.contrib.slim` works), and makes the program's own `nets`,
+  `datasets` and `preprocessing` win, as `program_tree.install` does.
 
   Args:
     tree: the program's ProgramTree.
   """
+  contrib_stubs.install()
   program_tree.install(tree, ProgramLoader)
 
 

@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from deployment import contrib_stubs
 from deployment import program_tree
 from deployment import tf1_imports
 from deployment.slim_compat import slim, tf
@@ -43,9 +44,12 @@ def program(tmp_path, monkeypatch):
   for name in list(sys.modules):  # Ours come back after the test.
     if name.split('.')[0] in program_tree.OWN_PACKAGES:
       monkeypatch.delitem(sys.modules, name)
+  had_contrib_stubs = contrib_stubs.installed()
   tf1_imports.install(Program(root).tree)
   yield Program(root)
   program_tree.uninstall()
+  if not had_contrib_stubs:  # Other test modules never see them.
+    contrib_stubs.uninstall()
   for name, module in list(sys.modules.items()):
     if str(getattr(module, '__file__', '') or '').startswith(str(tmp_path)):
       del sys.modules[name]
@@ -76,9 +80,12 @@ def test_version_is_tensorflows(program):
 def test_contrib_is_the_stubs_package(program):
   program.write('uses_contrib.py', '''\
       import tensorflow as tf
+      import tensorflow.contrib.slim as imported_slim
       slim = tf.contrib.slim
       ''')
-  assert _import('uses_contrib').slim is slim
+  module = _import('uses_contrib')
+  assert module.slim is slim
+  assert module.imported_slim is slim
 
 
 def test_compat_v1_imports_as_tensorflows_own(program):
