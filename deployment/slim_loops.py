@@ -49,8 +49,9 @@ code and tf.function, a later `with tf.Graph().as_default()`, and
 
 These are the process-wide changes: `coordinator.LooperThread.__init__`
 (records the creator's graph) and `.run` (enters it),
-`supervisor.Supervisor.stop` and `tf_slim.learning.train` are wrapped. `installed()` tells whether they
-are, `uninstall()` puts the originals back.
+`supervisor.Supervisor.stop` and `tf_slim.learning.train` are wrapped.
+`installed()` tells whether they are, `uninstall()` puts the originals
+back.
 """
 
 import functools
