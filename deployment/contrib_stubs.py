@@ -12,7 +12,11 @@ train_image_classifier.py imports `tensorflow.contrib.quantize` for
     `training` tf-slim's train/evaluate loops and checkpoint iterators;
     `layers`, `metrics` and `losses` tf-slim's layers, streaming metrics
     and losses; a few `framework` names that moved into core TF are the
-    core objects (`nest`, `sort`, `load_variable`, ...);
+    core objects (`nest`, `sort`, `load_variable`, ...); contrib's
+    package-internal paths that programs import (`framework.python.ops`
+    for `add_arg_scope`, `layers.python.layers.initializers`, `.utils`,
+    `training.python.training.*`, ...) give the same tf-slim modules and
+    names;
   - any other name of any contrib module imports as a placeholder that
     raises `RemovedInTF2Error` when called (or subclassed), naming the call
     and what replaces it on TF 2.x, e.g.
@@ -45,32 +49,41 @@ PACKAGE = 'tensorflow.contrib'
 # Contrib modules (the part after 'tensorflow.contrib.') that are tf-slim
 # modules: tf-slim was cut out of contrib with this layout. A name under a
 # key maps to the same name under the value ('slim.nets.vgg' ->
-# 'tf_slim.nets.vgg'); None is an empty package on the way to one.
+# 'tf_slim.nets.vgg', 'layers.python.layers.utils' -> 'tf_slim.layers.utils')
+# where that module exists; None is an empty package on the way to one.
 ALIASES = {
     'slim': 'tf_slim',
     'slim.python': None,
     'slim.python.slim': 'tf_slim',
     'framework.python.ops.arg_scope': 'tf_slim.ops.arg_scope',
     'framework.python.ops.variables': 'tf_slim.ops.variables',
-    'layers.python.layers.initializers': 'tf_slim.layers.initializers',
-    'layers.python.layers.layers': 'tf_slim.layers.layers',
-    'layers.python.layers.optimizers': 'tf_slim.layers.optimizers',
-    'layers.python.layers.regularizers': 'tf_slim.layers.regularizers',
-    'layers.python.layers.utils': 'tf_slim.layers.utils',
+    'framework.python.framework.checkpoint_utils':
+        'tensorflow.python.training.checkpoint_utils',
+    'layers.python.layers': 'tf_slim.layers',
     'losses.metric_learning': 'tf_slim.losses.metric_learning',
     'losses.python.losses.loss_ops': 'tf_slim.losses.loss_ops',
     'metrics.python.ops.metric_ops': 'tf_slim.metrics.metric_ops',
-    'training.python.training.evaluation': 'tf_slim.training.evaluation',
-    'training.python.training.training': 'tf_slim.training.training',
+    'training.python.training': 'tf_slim.training',
 }
 
-# The modules whose public names a contrib module takes over.
+# The modules whose public names a contrib module takes over (any other
+# name is Removed, or a submodule ALIASES has). Contrib's package-internal
+# paths re-exported their modules' names as the public ones did: programs
+# import `add_arg_scope` from `framework.python.ops`.
+_ARG_SCOPE_AND_VARIABLES = ('tf_slim.ops.arg_scope', 'tf_slim.ops.variables')
+_TRAIN_AND_EVALUATE = ('tf_slim.training.training',
+                       'tf_slim.training.evaluation')
 SOURCES = {
-    'framework': ('tf_slim.ops.arg_scope', 'tf_slim.ops.variables'),
+    'framework': _ARG_SCOPE_AND_VARIABLES,
+    'framework.python.ops': _ARG_SCOPE_AND_VARIABLES,
+    'framework.python.framework': (
+        'tensorflow.python.training.checkpoint_utils',),
     'layers': ('tf_slim.layers',),
+    'layers.python.layers': ('tf_slim.layers',),
     'losses': ('tf_slim.losses',),
     'metrics': ('tf_slim.metrics',),
-    'training': ('tf_slim.training.training', 'tf_slim.training.evaluation'),
+    'training': _TRAIN_AND_EVALUATE,
+    'training.python.training': _TRAIN_AND_EVALUATE,
 }
 
 # Contrib names that are the very same function in TF 2.21 ("module:name").
@@ -160,12 +173,33 @@ def _relative(name):
 
 
 def _alias_of(relative):
-  """The tf-slim module a contrib module is, or None."""
+  """The tf-slim (or core TF) module a contrib module is, or None.
+
+  None for a module of SOURCES (made of names), and for a module under an
+  aliased package that tf-slim does not have
+  ('layers.python.layers.feature_column'): it is made of Removed names, so
+  that importing it works and only a call fails.
+  """
+  if relative in SOURCES:
+    return None
   for key in sorted(ALIASES, key=len, reverse=True):
     if relative == key or relative.startswith(key + '.'):
       target = ALIASES[key]
-      return None if target is None else target + relative[len(key):]
+      if target is None:
+        return None
+      target += relative[len(key):]
+      try:
+        return target if importlib.util.find_spec(target) else None
+      except ImportError:
+        return None
   return None
+
+
+def _leads_to_a_module(relative):
+  """Whether tf.contrib.<relative> is a module of these stubs."""
+  return bool(_alias_of(relative)) or any(
+      key == relative or key.startswith(relative + '.')
+      for key in list(ALIASES) + list(SOURCES))
 
 
 def _in_tensorflow(dotted):
@@ -244,12 +278,14 @@ class ContribModule(types.ModuleType):
     return value
 
   def _find(self, name, relative):
-    if self.__name__ == PACKAGE or relative in ALIASES:
-      return importlib.import_module('%s.%s' % (self.__name__, name))
+    # Names before submodules: contrib's packages re-exported their
+    # modules' names ('framework.python.ops.arg_scope' is the function).
     for source in SOURCES.get(_relative(self.__name__), ()):
       value = getattr(importlib.import_module(source), name, None)
       if value is not None and not isinstance(value, types.ModuleType):
         return value
+    if self.__name__ == PACKAGE or _leads_to_a_module(relative):
+      return importlib.import_module('%s.%s' % (self.__name__, name))
     if relative in REPLACEMENTS:
       return _resolve(REPLACEMENTS[relative])
     return Removed(relative)

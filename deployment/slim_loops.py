@@ -1,7 +1,8 @@
 """Lets `slim.learning.train` run on TF 2.x the way it ran on TF 1.x.
 
-Three things stop tf-slim's training loop, and `install()` mends each where
-it happens, without `tf.compat.v1.disable_eager_execution()`:
+Three things stop tf-slim's training loop, and a fourth ends every run with
+a warning; `install()` mends each where it happens, without
+`tf.compat.v1.disable_eager_execution()`:
 
 1. Supervisor threads start eager. In TensorFlow 2, eager execution is a
    per-thread default: a new thread starts eager, with no default graph of
@@ -34,14 +35,23 @@ it happens, without `tf.compat.v1.disable_eager_execution()`:
    eager execution. The call enters `g` (graph mode, in this thread, for
    the call), as TF 1.x had it.
 
+4. "UserWarning: Attempting to use a closed FileWriter" at the end of every
+   run. `train()` stops the Supervisor itself after its last checkpoint
+   (closing the summary writer), then leaves `managed_session`, which
+   stops it again: the second stop wrote a STOP event to the writer the
+   first had closed (a no-op, hence the warning). `Supervisor.stop` now
+   leaves a writer that is already closed alone; a writer the user
+   reopened is written to and closed as before.
+
 Everything else behaves as before: the main thread, other threads, eager
 code and tf.function, a later `with tf.Graph().as_default()`, and
 `MonitoredTrainingSession` with `SyncReplicasOptimizer` hooks.
 
 These are the process-wide changes: `coordinator.LooperThread.__init__`
-(records the creator's graph) and `.run` (enters it), and
-`tf_slim.learning.train`, are wrapped. `installed()` tells whether they
-are, `uninstall()` puts the originals back.
+(records the creator's graph) and `.run` (enters it),
+`supervisor.Supervisor.stop` and `tf_slim.learning.train` are wrapped.
+`installed()` tells whether they are, `uninstall()` puts the originals
+back.
 """
 
 import functools
@@ -51,6 +61,7 @@ import inspect
 from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
 from tensorflow.python.training import coordinator
+from tensorflow.python.training import supervisor
 from tensorflow.python.training import sync_replicas_optimizer
 
 _ORIGINAL = '_slim_compat_original'
@@ -154,11 +165,26 @@ def _train_on_tf2(train):
   return wrapper
 
 
+def _closing_the_writer_once(stop):
+  """Wraps Supervisor.stop: item 4 of the module docstring."""
+  signature = inspect.signature(stop)
+
+  @functools.wraps(stop)
+  def wrapper(*args, **kwargs):
+    arguments = signature.bind(*args, **kwargs).arguments
+    writer = arguments['self']._summary_writer  # pylint: disable=protected-access
+    if getattr(writer, '_closed', False):  # A FileWriter stop() closed.
+      arguments['close_summary_writer'] = False
+    return stop(**arguments)
+  return wrapper
+
+
 def _targets():
   """(owner, attribute, wrap) of each wrapped function."""
   learning = importlib.import_module('tf_slim.learning')
   return ((coordinator.LooperThread, '__init__', _recording_creator_graph),
           (coordinator.LooperThread, 'run', _running_in_graph),
+          (supervisor.Supervisor, 'stop', _closing_the_writer_once),
           (learning, 'train', _train_on_tf2))
 
 

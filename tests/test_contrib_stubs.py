@@ -41,8 +41,15 @@ def test_contrib_slim_is_tf_slim():
      'tf_slim.ops.arg_scope'),
     ('tensorflow.contrib.layers.python.layers.layers',
      'tf_slim.layers.layers'),
+    ('tensorflow.contrib.layers.python.layers.initializers',
+     'tf_slim.layers.initializers'),
+    ('tensorflow.contrib.layers.python.layers.utils', 'tf_slim.layers.utils'),
     ('tensorflow.contrib.training.python.training.evaluation',
      'tf_slim.training.evaluation'),
+    ('tensorflow.contrib.training.python.training.training',
+     'tf_slim.training.training'),
+    ('tensorflow.contrib.framework.python.framework.checkpoint_utils',
+     'tensorflow.python.training.checkpoint_utils'),
     ('tensorflow.contrib.losses.metric_learning',
      'tf_slim.losses.metric_learning'),
 ])
@@ -61,6 +68,15 @@ def test_from_import_of_a_submodule_gets_the_tf_slim_module():
 
 
 @pytest.mark.parametrize('module, name, expected', [
+    ('framework.python.ops', 'add_arg_scope', lambda: slim.add_arg_scope),
+    ('framework.python.ops', 'arg_scope', lambda: slim.arg_scope),
+    ('framework.python.ops', 'get_variables_to_restore',
+     lambda: slim.get_variables_to_restore),
+    ('framework.python.framework', 'load_variable',
+     lambda: tf.train.load_variable),
+    ('layers.python.layers', 'conv2d', lambda: slim.conv2d),
+    ('training.python.training', 'create_train_op',
+     lambda: slim.training.create_train_op),
     ('framework', 'arg_scope', lambda: slim.arg_scope),
     ('framework', 'add_arg_scope', lambda: slim.add_arg_scope),
     ('framework', 'get_or_create_global_step',
@@ -86,6 +102,32 @@ def test_from_import_of_a_submodule_gets_the_tf_slim_module():
 def test_kept_names_are_the_tf_slim_or_core_objects(module, name, expected):
   contrib_module = importlib.import_module('tensorflow.contrib.' + module)
   assert getattr(contrib_module, name) is expected()
+
+
+def test_add_arg_scope_from_contribs_internal_path_decorates():
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.contrib.framework.python.ops import add_arg_scope
+  from tensorflow.contrib.framework.python.ops import arg_scope
+
+  @add_arg_scope
+  def scaled(value, factor=1):
+    return value * factor
+
+  with arg_scope([scaled], factor=3):
+    assert scaled(2) == 6
+
+
+def test_a_module_tf_slim_lacks_under_an_aliased_path_raises_when_called():
+  # contrib's training/python/training/hparam.py has no tf-slim twin.
+  from tensorflow.contrib.training.python.training import hparam  # pylint: disable=g-import-not-at-top
+  with pytest.raises(contrib_stubs.RemovedInTF2Error,
+                     match=r'training\.python\.training\.hparam\.HParams\(\)'):
+    hparam.HParams(learning_rate=0.1)
+
+
+def test_package_attributes_lead_to_the_internal_modules():
+  from tensorflow.contrib import layers  # pylint: disable=g-import-not-at-top
+  assert layers.python.layers.utils is sys.modules['tf_slim.layers.utils']
 
 
 def test_framework_nest_is_tensorflows_nest():

@@ -1,6 +1,7 @@
 """python -m deployment.run_slim SCRIPT: an existing Slim program, unchanged."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -8,13 +9,19 @@ import textwrap
 import pytest
 
 from deployment import run_slim
+from deployment.slim_compat import tf
 from tests.script_runner import REPO, script_env
 
+TF1_PROGRAM = os.path.join(REPO, 'tests', 'tf1_program')
 
-def _run_slim(*args, cwd=REPO, timeout=180):
+
+def _run_slim(*args, cwd=REPO, timeout=180, pythonpath=None):
+  env = script_env()
+  if pythonpath:
+    env['PYTHONPATH'] += os.pathsep + str(pythonpath)
   return subprocess.run(
       [sys.executable, '-m', 'deployment.run_slim'] + [str(a) for a in args],
-      cwd=cwd, env=script_env(), stdout=subprocess.PIPE,
+      cwd=cwd, env=env, stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
 
 
@@ -230,3 +237,152 @@ def test_compile_script_reports_the_file_and_line(tmp_path, source, expected):
     run_slim.compile_script(str(path))
   assert str(raised.value).startswith(str(path) + expected)
   assert 'None' not in str(raised.value)
+
+
+# --tf1: a TF 1.x program, unchanged.
+
+
+@pytest.mark.slow
+def test_tf1_trains_an_unchanged_tf1_program_to_95_percent(digits_dir,
+                                                           tmp_path):
+  # tests/tf1_program: `import tensorflow as tf`, tf.contrib.slim, its own
+  # `nets` from PYTHONPATH (after this project's root), 2 CPU clones.
+  models = os.path.join(TF1_PROGRAM, 'models')
+  train_dir = str(tmp_path / 'train')
+  train = _run_slim('--tf1', os.path.join(TF1_PROGRAM, 'train_digits.py'),
+                    '--dataset_dir=' + digits_dir, '--train_dir=' + train_dir,
+                    pythonpath=models)
+  assert train.returncode == 0, train.stderr[-3000:]
+  assert 'Recording summary at step' in train.stderr
+  assert 'closed FileWriter' not in train.stderr
+  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-300')
+  evaluation = _run_slim(
+      '--tf1', os.path.join(TF1_PROGRAM, 'eval_digits.py'),
+      '--dataset_dir=' + digits_dir, '--checkpoint_dir=' + train_dir,
+      pythonpath=models)
+  assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+  accuracy = float(re.search(r'^accuracy: ([\d.]+) on 360 test digits$',
+                             evaluation.stdout, re.M).group(1))
+  print('test accuracy: %.4f' % accuracy)  # Shown by pytest -rP.
+  assert accuracy >= 0.95
+
+
+# What `import tensorflow` gives in the script, and in library modules.
+TF1_PROBE = """\
+import sys
+import tensorflow as tf
+import tf_slim
+
+def imported_in(module_name):
+  namespace = dict(vars(sys.modules[module_name]))
+  exec('import tensorflow as imported', namespace)
+  return namespace['imported']
+
+print('script', tf is sys.modules['tensorflow'], tf.app is tf.compat.v1.app)
+for name in ('tensorflow.python.ops.nn_ops', 'tf_slim.layers.layers',
+             'tf_keras.src.legacy_tf_layers.core', 'deployment.model_deploy',
+             'deployment.slim_compat'):
+  __import__(name)
+  print(name, imported_in(name) is sys.modules['tensorflow'])
+print('eager', tf.executing_eagerly())
+print('dimension', tf.zeros([2, 3]).get_shape()[1].value)
+"""
+
+
+@pytest.fixture(scope='module')
+def tf1_probe(tmp_path_factory):
+  path = tmp_path_factory.mktemp('probe') / 'probe.py'
+  path.write_text(TF1_PROBE)
+  result = _run_slim('--tf1', path)
+  assert result.returncode == 0, result.stderr
+  return result.stdout.splitlines()
+
+
+def test_tf1_gives_the_script_tf1s_tensorflow(tf1_probe):
+  assert tf1_probe[0] == 'script False True'
+
+
+def test_tf1_leaves_libraries_and_this_project_the_real_tensorflow(tf1_probe):
+  assert tf1_probe[1:6] == [
+      'tensorflow.python.ops.nn_ops True', 'tf_slim.layers.layers True',
+      'tf_keras.src.legacy_tf_layers.core True',
+      'deployment.model_deploy True', 'deployment.slim_compat True']
+
+
+def test_tf1_switches_the_process_to_graph_mode(tf1_probe):
+  assert tf1_probe[6] == 'eager False'
+
+
+def test_tf1_shapes_have_tf1_dimensions(tf1_probe):
+  assert tf1_probe[7] == 'dimension 3'   # shape[1].value, a TF 1.x idiom
+
+
+def test_tf1_with_a_missing_script_is_one_line_and_status_2(tmp_path):
+  missing = tmp_path / 'train.py'
+  result = _run_slim('--tf1', missing)
+  assert (result.returncode, result.stderr) == (
+      2, 'error: no such script: %s\n' % missing)
+
+
+def test_tf1_with_a_syntax_error_is_one_line_and_status_2(tmp_path):
+  path = _script(tmp_path, 'import tensorflow as tf\nslim = tf.contrib.slim(\n')
+  result = _run_slim('--tf1', path)
+  assert result.returncode == 2
+  assert re.match(r'error: %s:2: SyntaxError: [^\n]+\n$' % re.escape(
+      str(path)), result.stderr)
+
+
+def test_tf1_a_removed_call_is_one_line_with_the_programs_call_site(
+    tmp_path):
+  # In a module of the program's, imported from PYTHONPATH: the line named
+  # is the call there.
+  (tmp_path / 'lib').mkdir()
+  (tmp_path / 'lib' / 'quantized.py').write_text(textwrap.dedent('''\
+      import tensorflow as tf
+
+      def rewrite_graph():
+        tf.contrib.quantize.create_training_graph(quant_delay=0)
+      '''))
+  path = _script(tmp_path, '''\
+      import quantized
+      quantized.rewrite_graph()
+      ''')
+  result = _run_slim('--tf1', path, pythonpath=tmp_path / 'lib')
+  assert result.returncode == 1
+  assert result.stderr == (
+      'error: %s:4: tensorflow.contrib.quantize.create_training_graph() was '
+      'removed in TF 2.x; use the TF Model Optimization Toolkit for '
+      'quantization-aware training (pip install tensorflow-model-optimization;'
+      ' tfmot.quantization.keras.quantize_model, for Keras models)\n'
+      % (tmp_path / 'lib' / 'quantized.py'))
+
+
+def test_a_tf1_name_without_tf1_is_one_line_saying_to_add_it(tmp_path):
+  path = _script(tmp_path, '''\
+      import tensorflow as tf
+      flags = tf.app.flags
+      ''')
+  result = _run_slim(path, '--train_dir=/tmp/x')
+  assert result.returncode == 2
+  assert result.stderr == (
+      'error: %s:2: tf.app is TF 1.x API, which TF 2.21 does not have; run '
+      'the program with --tf1: python -m deployment.run_slim --tf1 %s '
+      '--train_dir=/tmp/x\n' % (path, path))
+
+
+@pytest.mark.parametrize('expression, name', [
+    ('tensorflow.app', 'tf.app'),
+    ('tensorflow.summary.merge', 'tf.summary.merge'),
+    ('tensorflow.image.resize_bilinear', 'tf.image.resize_bilinear'),
+    ('tensorflow.no_such_name', None),     # Not TF 1.x's either.
+    ('os.no_such_name', None),             # Not TensorFlow's.
+])
+def test_tf1_name_tells_a_tf1_name_from_other_errors(expression, name):
+  module_name, attribute = expression.rsplit('.', 1)
+  module = {'tensorflow': sys.modules['tensorflow'], 'os': os}[
+      module_name.split('.')[0]]
+  for part in module_name.split('.')[1:]:
+    module = getattr(module, part)
+  with pytest.raises(AttributeError) as raised:
+    getattr(module, attribute)
+  assert run_slim.tf1_name(raised.value) == name

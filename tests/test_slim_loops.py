@@ -9,6 +9,7 @@ import glob
 import os
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -127,6 +128,45 @@ def test_train_stops_at_number_of_steps(graph, tmp_path):
                       save_summaries_secs=0, save_interval_secs=0)
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-7')
   assert _checkpoint_value(str(tmp_path), 'global_step') == 7
+
+
+def test_train_ends_without_writing_to_its_closed_summary_writer(
+    graph, tmp_path):
+  train_op = slim.learning.create_train_op(
+      _regression_loss(), tf.train.GradientDescentOptimizer(0.1))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    slim.learning.train(train_op, str(tmp_path), number_of_steps=3,
+                        save_summaries_secs=0, save_interval_secs=0)
+  assert [str(w.message) for w in caught
+          if 'closed FileWriter' in str(w.message)] == []
+  _, statuses = _events(str(tmp_path))
+  assert statuses.count(tf.SessionLog.STOP) == 1
+
+
+def _supervisor(logdir):
+  tf.train.get_or_create_global_step()
+  return tf.train.Supervisor(logdir=logdir, save_model_secs=0,
+                             save_summaries_secs=0)
+
+
+def test_stopping_a_supervisor_twice_logs_one_stop(graph, tmp_path):
+  supervisor = _supervisor(str(tmp_path))
+  supervisor.stop()
+  supervisor.stop()
+  _, statuses = _events(str(tmp_path))
+  assert statuses.count(tf.SessionLog.STOP) == 1
+
+
+def test_stop_still_closes_a_summary_writer_reopened(graph, tmp_path):
+  supervisor = _supervisor(str(tmp_path))
+  supervisor.stop()
+  supervisor.summary_writer.reopen()
+  supervisor.stop()
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    supervisor.summary_writer.add_session_log(tf.SessionLog())
+  assert ['closed FileWriter' in str(w.message) for w in caught] == [True]
 
 
 def test_train_calls_init_fn_to_restore_a_checkpoint(tmp_path):
@@ -405,11 +445,13 @@ def test_installing_twice_wraps_once():
   assert slim_loops.install() == []
 
 
-WRAPPED = ['LooperThread.__init__', 'LooperThread.run', 'tf_slim.learning.train']
+WRAPPED = ['LooperThread.__init__', 'LooperThread.run', 'Supervisor.stop',
+           'tf_slim.learning.train']
 
 
 def test_uninstall_puts_the_originals_back():
   owners = {'LooperThread': tf.train.LooperThread,
+            'Supervisor': tf.train.Supervisor,
             'tf_slim.learning': slim.learning}
   wrapped = {}
   for name in WRAPPED:

@@ -1,0 +1,1 @@
+# Networks for 8x8 digit images.
