@@ -258,3 +258,25 @@ def test_recovery_log_is_silent_when_nothing_was_re_created(graph):
       session.run(train_op)
   assert lines == []
   assert recovery.steps_lost == []
+
+
+@pytest.mark.parametrize('error, raised', [
+    (tf.errors.UnavailableError(None, None, 'Socket closed'),
+     tf.errors.UnavailableError),
+    (tf.errors.AbortedError(None, None, 'Session aborted'),
+     tf.errors.AbortedError),
+    (tf.errors.ResourceExhaustedError(None, None, 'File too large'),
+     hooks.CheckpointWriteError),
+])
+def test_a_save_failing_on_a_lost_ps_task_is_left_to_session_recovery(
+    monkeypatch, tmp_path, error, raised):
+  # A ps task that dies during a save: MonitoredTrainingSession re-creates
+  # the session for UnavailableError and AbortedError, as for a step; a
+  # real write failure is named.
+  def failing_save(unused_self, unused_session, unused_step):
+    raise error
+
+  monkeypatch.setattr(tf.train.CheckpointSaverHook, '_save', failing_save)
+  hook = hooks.CheckpointSaverHook(str(tmp_path), save_steps=1)
+  with pytest.raises(raised):
+    hook._save(None, 5)  # pylint: disable=protected-access

@@ -28,11 +28,18 @@ class CheckpointSaverHook(tf.train.CheckpointSaverHook):
   `checkpoint` file that names the latest one last, so a failed write
   leaves the previous checkpoint the latest, readable. This raises
   CheckpointWriteError naming the directory, the step and that checkpoint.
+
+  A save that fails because a ps task went away (UnavailableError,
+  AbortedError: the variables are read from it) is not a write failure:
+  that error goes on as it is, and MonitoredTrainingSession re-creates the
+  session as for a failed step.
   """
 
   def _save(self, session, step):
     try:
       return super()._save(session, step)
+    except (tf.errors.UnavailableError, tf.errors.AbortedError):
+      raise
     except (tf.errors.OpError, OSError) as e:
       latest = tf.train.latest_checkpoint(self._checkpoint_dir)
       raise CheckpointWriteError(
