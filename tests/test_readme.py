@@ -156,3 +156,11 @@ def test_make_targets_named_on_the_pages_exist():
     for block in re.findall(r'```sh\n(.*?)```', _read(page), re.S):
       named.update(re.findall(r'^make ([\w-]+)', block, re.M))
   assert named - targets == set()
+
+
+def test_testing_page_lists_every_test_file():
+  listed = set(re.findall(r'`(tests/test_\w+\.py)`',
+                          _read(os.path.join(ROOT, 'docs', 'testing.md'))))
+  on_disk = {os.path.relpath(path, ROOT)
+             for path in glob.glob(os.path.join(ROOT, 'tests', 'test_*.py'))}
+  assert on_disk - listed == set()
