@@ -1,6 +1,7 @@
 """The README and the pages of docs/ are true as printed.
 
-Their Python blocks run, their links and the files they name exist, and the
+Their Python blocks run; their links, the files and tests they name, the
+make targets and the flags of their shell commands exist; and the
 README opens with the two commands of the Makefile. A Python block that is a
 fragment (it calls names the page does not define) is preceded by the line
 `<!-- fragment -->` and is only compiled.
@@ -164,3 +165,45 @@ def test_testing_page_lists_every_test_file():
   on_disk = {os.path.relpath(path, ROOT)
              for path in glob.glob(os.path.join(ROOT, 'tests', 'test_*.py'))}
   assert on_disk - listed == set()
+
+
+# The scripts a page's shell blocks run, and the modules defining their flags.
+_SCRIPT_FLAG_MODULES = {
+    'train_image_classifier.py': ['training/flags.py',
+                                  'training/common_flags.py'],
+    'eval_image_classifier.py': ['eval_image_classifier.py',
+                                 'training/common_flags.py'],
+    'download_and_convert_data.py': ['download_and_convert_data.py'],
+}
+
+
+def _defined_flags(script):
+  names = set()
+  for module in _SCRIPT_FLAG_MODULES[script]:
+    names.update(re.findall(r"DEFINE_(\w+)\(\s*'(\w+)'",
+                            _read(os.path.join(ROOT, module))))
+  booleans = {name for kind, name in names if kind in ('bool', 'boolean')}
+  return ({name for _, name in names} | {'no' + name for name in booleans}
+          | {'flagfile'})
+
+
+def _script_commands():
+  """(page, script, flag) for every flag of a script run in a shell block."""
+  commands = []
+  for page in PAGES:
+    for block in re.findall(r'```sh\n(.*?)```', _read(page), re.S):
+      for command in block.replace('\\\n', ' ').splitlines():
+        for script in _SCRIPT_FLAG_MODULES:
+          # This project's script, not a user's of the same name elsewhere.
+          run = re.search(r'(?<![\w/])%s(.*)' % re.escape(script), command)
+          if run:
+            for flag in re.findall(r'--(\w+)', run.group(1)):
+              commands.append((_page_id(page), script, flag))
+  return sorted(set(commands))
+
+
+@pytest.mark.parametrize('page_id,script,flag', _script_commands())
+def test_flags_of_the_shell_commands_exist(page_id, script, flag):
+  assert flag in _defined_flags(script), (
+      '%s runs %s --%s, which the script does not define' % (page_id, script,
+                                                            flag))
