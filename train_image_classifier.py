@@ -16,7 +16,7 @@ decay steps that follow from it.
 
 Training resumes from the latest checkpoint in --train_dir; while there is
 none, --checkpoint_path (minus --checkpoint_exclude_scopes) initialises the
-model. Several machines: see deployment/cluster.py and the README.
+model. Several machines: see deployment/cluster.py and docs/clusters.md.
 
 The script is a client of deployment.model_deploy.deploy(), which builds
 the clones, sums their gradients and returns the train op; this file reads

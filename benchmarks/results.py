@@ -1,7 +1,7 @@
 """Where benchmarks keep what they measured: benchmarks/results/<name>.md.
 
 Every result file starts with the machine it was measured on, so a figure
-quoted in the README can be traced to the run that produced it:
+quoted in docs/ can be traced to the run that produced it:
 
   from results import machine_context, write_result   # next to the script
   lines = ['| clones | s/step |', '|---:|---:|', '| 1 | 0.1002 |']

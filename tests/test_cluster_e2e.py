@@ -42,7 +42,7 @@ STEP_LINE = re.compile(r'^\[(worker\d+)\] INFO:tensorflow:step (\d+): loss',
 # `python -c PER_TASK train_image_classifier.py ARGS` runs the script with
 # '{task}' in ARGS replaced by the task's name (ps0, worker1), so that each
 # task has a train_dir of its own and every file there shows who wrote it.
-# The README asks only the chief's train_dir to be the shared one.
+# docs/clusters.md asks only the chief's train_dir to be the shared one.
 PER_TASK = textwrap.dedent("""\
     import json, os, sys
     task = json.loads(os.environ['TF_CONFIG'])['task']
@@ -187,7 +187,7 @@ def test_async_every_worker_step_is_one_global_step(async_run):
 
 @pytest.mark.slow
 def test_round_robin_puts_weights_on_ps0_and_biases_on_ps1(async_run):
-  # The README's table: global_step and the 4 weights on task 0, the 4
+  # docs/clusters.md's placement: global_step and the 4 weights on task 0, the 4
   # biases on task 1.
   placement = _placement(async_run.log)
   assert placement == {0: (5, 13094024), 1: (4, 4520)}

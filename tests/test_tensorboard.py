@@ -1,4 +1,4 @@
-"""TensorBoard reads what the README promises from a training run and an eval.
+"""TensorBoard reads what docs/training.md promises from a training run and an eval.
 
 Read with TensorBoard's own event loader, the one `make tensorboard` serves
 (`--load_fast=false`), not with TensorFlow's summary iterator.

@@ -1,6 +1,6 @@
 """What TF 2.21's own tf_upgrade_v2 leaves of a TF 1.x Slim program.
 
-The README's migration section tells users which TF 1.x calls the upgrade
+docs/migration.md tells users which TF 1.x calls the upgrade
 script does not convert; these tests run the script's converter (the code
 behind the `tf_upgrade_v2` command) on those calls, and pin what the
 unconverted calls then do on TF 2.21.

@@ -148,7 +148,7 @@ def test_a_train_dir_naming_checkpoints_elsewhere_is_refused(digits_dir,
   assert sorted(os.listdir(train_dir)) == before == ['checkpoint']
 
 
-# Every case the README lists, as a user meets it: a subprocess, exit 2, one
+# Every case docs/training.md lists, as a user meets it: a subprocess, exit 2, one
 # 'error:' line naming the value, no traceback, nothing written.
 README_CASES = {
     'unknown dataset': (['--dataset_name=imagenet22k'],
