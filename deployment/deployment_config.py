@@ -5,14 +5,9 @@ Re-exported by `deployment.model_deploy`, whose upstream API it belongs to.
 
 import numbers
 
+from deployment import argument_checks
 from deployment import device_placement
 
-
-def _check_int(name, value, minimum):
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-    raise TypeError('%s must be an integer, got %r' % (name, value))
-  if value < minimum:
-    raise ValueError('%s must be >= %d, got %d' % (name, minimum, value))
 
 
 class DeploymentConfig:
@@ -62,8 +57,8 @@ class DeploymentConfig:
                ps_job_name='ps', ps_strategy='round_robin',
                separate_cpu_devices=False, devices_per_clone=1,
                collective_timeout_secs=60.0, cache_variable_reads=True):
-    _check_int('num_clones', num_clones, 1)
-    _check_int('devices_per_clone', devices_per_clone, 1)
+    argument_checks.check_int('num_clones', num_clones, 1)
+    argument_checks.check_int('devices_per_clone', devices_per_clone, 1)
     if not (isinstance(collective_timeout_secs, numbers.Real)
             and collective_timeout_secs > 0):
       raise ValueError('collective_timeout_secs must be a number > 0, got %r'
@@ -72,9 +67,9 @@ class DeploymentConfig:
       raise ValueError('separate_cpu_devices=True places clones on logical '
                        'CPU devices: set clone_on_cpu=True too (GPU clones '
                        'are on separate devices already)')
-    _check_int('num_replicas', num_replicas, 1)
-    _check_int('num_ps_tasks', num_ps_tasks, 0)
-    _check_int('replica_id', replica_id, 0)
+    argument_checks.check_int('num_replicas', num_replicas, 1)
+    argument_checks.check_int('num_ps_tasks', num_ps_tasks, 0)
+    argument_checks.check_int('replica_id', replica_id, 0)
     if replica_id >= num_replicas:
       raise ValueError(
           'replica_id must be in [0, num_replicas=%d), got %d'
@@ -188,9 +183,8 @@ class DeploymentConfig:
                 self._num_replicas, self._num_ps_tasks, extra))
 
   def _check_clone_index(self, clone_index):
-    if isinstance(clone_index, bool) or not isinstance(
-        clone_index, numbers.Integral) or not (
-            0 <= clone_index < self._num_clones):
+    if not argument_checks.is_integer(clone_index) or not (
+        0 <= clone_index < self._num_clones):
       raise ValueError('clone_index must be in [0, num_clones=%d), got %r'
                        % (self._num_clones, clone_index))
 
