@@ -7,7 +7,16 @@ import numbers
 
 from deployment import argument_checks
 from deployment import device_placement
+from deployment.slim_compat import tf
 
+
+def uses_all_reduce(num_replicas, num_ps_tasks):
+  """The rule: several replicas (workers) and no ps tasks all-reduce.
+
+  Each worker then keeps a full copy of the variables and the workers
+  average their gradients with collective ops.
+  """
+  return num_replicas > 1 and num_ps_tasks == 0
 
 
 class DeploymentConfig:
@@ -31,7 +40,7 @@ class DeploymentConfig:
       own logical CPU device (CPU:0, CPU:1, ...) instead of sharing CPU:0.
       Collective ops (sync batch norm) need this: two members of a
       collective on one device wait for each other forever. Create the
-      session with `model_deploy.session_config(config)`, which asks
+      session with `config.session_config()`, which asks
       TensorFlow for that many CPU devices.
     devices_per_clone: devices each clone spans (model parallelism inside a
       clone): clone i gets devices i*k .. i*k+k-1; `clone_devices(i)` lists
@@ -165,7 +174,7 @@ class DeploymentConfig:
   def all_reduce_replicas(self):
     """Whether the replicas all-reduce their gradients (several replicas,
     no ps tasks) instead of sharing variables on parameter servers."""
-    return self._num_replicas > 1 and self._num_ps_tasks == 0
+    return uses_all_reduce(self._num_replicas, self._num_ps_tasks)
 
   @property
   def is_chief(self):
@@ -261,3 +270,25 @@ class DeploymentConfig:
     if self._num_ps_tasks > 0:
       return lambda op: op.device
     return None
+
+  def session_config(self, **kwargs):
+    """A tf.ConfigProto with the devices this config places clones on.
+
+    With separate_cpu_devices, TensorFlow makes one logical CPU device per
+    clone device (it makes a single CPU device otherwise). With all-reduce
+    replicas, it names worker 0 as the leader of the collective groups;
+    give the same config to the replica's server (tf.distribute.Server(...,
+    config=...)).
+
+    Args:
+      **kwargs: more tf.ConfigProto fields (e.g. allow_soft_placement=True).
+    """
+    proto = tf.ConfigProto(**kwargs)
+    if self.all_reduce_replicas:
+      # The task that resolves the replicas' collective groups: worker 0.
+      proto.experimental.collective_group_leader = (
+          '%s/replica:0/task:0' % self._worker_device.rsplit('/task:', 1)[0])
+    if self._separate_cpu_devices:
+      proto.device_count['CPU'] = max(self.num_local_devices,
+                                      proto.device_count.get('CPU', 1))
+    return proto

@@ -72,6 +72,7 @@ CONFIG_METHODS = {
     'clone_scope': '(self, clone_index)',
     'inputs_device': '(self)',
     'optimizer_device': '(self)',
+    'session_config': '(self, **kwargs)',  # new: model_deploy.session_config
     'variables_device': '(self)',
     'variables_read_device': '(self)',
 }
