@@ -35,6 +35,7 @@ import collections
 import contextlib
 
 from deployment import argument_checks
+from deployment import clone_losses
 from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
@@ -42,6 +43,9 @@ from deployment import precision as precision_lib
 from deployment import slim_compat
 from deployment import sync_batch_norm as sync_batch_norm_lib
 from deployment import update as update_lib
+# GatheredLosses is re-exported: model_deploy always offered it.
+from deployment.clone_losses import GatheredLosses
+from deployment.clone_losses import scalar_summary
 from deployment.deployment_config import DeploymentConfig
 from deployment.slim_compat import tf
 
@@ -168,78 +172,6 @@ def _synchronized(group, member):
   return sync_batch_norm_lib.synchronized(group, member)
 
 
-def _gather_clone_loss(clone, num_clones, regularization_losses):
-  """The loss of one clone, on the clone's device.
-
-  Returns:
-    (loss, own_loss, regularization_loss): `loss` is what the clone
-    differentiates, its own (scaled) loss plus `regularization_loss`;
-    each is None when absent (`loss` when the clone has neither).
-  """
-  with tf.device(clone.device):
-    own_loss = None
-    clone_losses = tf.get_collection(tf.GraphKeys.LOSSES, clone.scope)
-    if clone_losses:
-      # In float32 whatever the layers computed in (mixed precision).
-      own_loss = tf.add_n([tf.cast(l, tf.float32) for l in clone_losses],
-                          name='clone_loss')
-      if num_clones > 1:
-        own_loss = tf.math.divide(own_loss, 1.0 * num_clones,
-                                  name='scaled_clone_loss')
-    regularization_loss = None
-    if regularization_losses:
-      regularization_loss = tf.add_n(
-          [tf.cast(l, tf.float32) for l in regularization_losses],
-          name='regularization_loss')
-    parts = [l for l in (own_loss, regularization_loss) if l is not None]
-    if not parts:
-      return None, None, None
-    return tf.add_n(parts), own_loss, regularization_loss
-
-
-# `losses`: per clone, what it differentiates (None without any loss);
-# `own_losses`: per clone, its LOSSES alone, scaled; `regularization_loss`:
-# the regularization added to the first clone, or None; `results`: what
-# per_clone_fn returned for each clone with a loss.
-GatheredLosses = collections.namedtuple(
-    'GatheredLosses',
-    ['losses', 'own_losses', 'regularization_loss', 'results'])
-
-
-def _gather_losses(clones, regularization_losses, per_clone_fn=None):
-  """Losses of all clones; regularization goes to the first clone only.
-
-  Returns:
-    A GatheredLosses.
-  """
-  if regularization_losses is None:
-    regularization_losses = tf.get_collection(
-        tf.GraphKeys.REGULARIZATION_LOSSES)
-  gathered = GatheredLosses([], [], None, [])
-  for clone in clones:
-    with tf.name_scope(clone.scope):
-      loss, own_loss, regularization = _gather_clone_loss(
-          clone, len(clones), regularization_losses)
-      if regularization is not None:
-        gathered = gathered._replace(regularization_loss=regularization)
-      if loss is not None and per_clone_fn is not None:
-        gathered.results.append(per_clone_fn(clone, loss))
-    gathered.losses.append(loss)
-    gathered.own_losses.append(own_loss)
-    regularization_losses = None
-  return gathered
-
-
-def _total_loss(clone_losses):
-  present = [loss for loss in clone_losses if loss is not None]
-  if not present:
-    raise ValueError(
-        'no losses found: model_fn must add its losses to the '
-        'tf.GraphKeys.LOSSES collection (e.g. with tf.losses.*) or the graph '
-        'must have regularization losses')
-  return tf.add_n(present, name='total_loss')
-
-
 def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
   """Computes each clone's loss and gradients and sums them across clones.
 
@@ -278,49 +210,13 @@ def _optimize_clones(clones, optimizer, regularization_losses,
         clone_loss = loss_scale.scaled(clone_loss)
       return optimizer.compute_gradients(clone_loss, **kwargs)
 
-  gathered = _gather_losses(clones, regularization_losses, compute)
-  total_loss = _total_loss(gathered.losses)
+  gathered = clone_losses.gather_losses(clones, regularization_losses,
+                                       compute)
+  total_loss = clone_losses.total_of(gathered.losses)
   grads_and_vars = gradients.sum_clones_gradients(gathered.results)
   if loss_scale is not None:
     grads_and_vars = loss_scale.unscaled(grads_and_vars)
   return total_loss, grads_and_vars, gathered
-
-
-def scalar_summary(tag, value):
-  """A scalar summary whose tag is exactly `tag`.
-
-  tf.summary.scalar names the tag after its op, which the graph makes
-  unique: next to an op named 'total_loss' the tag would be 'total_loss_1'.
-  """
-  summary = tf.raw_ops.ScalarSummary(tags=tag, values=value, name=tag)
-  tf.add_to_collection(tf.GraphKeys.SUMMARIES, summary)
-  return summary
-
-
-def _loss_summaries(clones, gathered, total_loss):
-  """A clone's own loss (as upstream: scaled, without regularization), the
-  regularization loss and the total loss."""
-  summaries = []
-  for clone, own_loss in zip(clones, gathered.own_losses):
-    if own_loss is not None:
-      tag = '/'.join(p for p in ('Losses', clone.scope.rstrip('/'),
-                                 'clone_loss') if p)
-      summaries.append(scalar_summary(tag, own_loss))
-  if gathered.regularization_loss is not None:
-    summaries.append(scalar_summary('Losses/regularization_loss',
-                                    gathered.regularization_loss))
-  summaries.append(scalar_summary('total_loss', total_loss))
-  return summaries
-
-
-def _gradient_summaries(grads_and_vars):
-  summaries = []
-  for grad, var in grads_and_vars:
-    values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
-    summaries.append(tf.summary.histogram(var.op.name + '/gradient', values))
-    summaries.append(tf.summary.scalar(var.op.name + '/gradient_norm',
-                                       tf.global_norm([values])))
-  return summaries
 
 
 # Long for its docstring only: the public entry documents every argument;
@@ -504,7 +400,7 @@ def _train_op(config, clones, optimizer, global_step, options, summaries,
   total_loss, grads_and_vars, gathered = _optimize_clones(
       clones, optimizer, None, loss_scale=loss_scale, **compute_kwargs)
   if options.summarize_gradients:
-    summaries.update(_gradient_summaries(grads_and_vars))
+    summaries.update(clone_losses.gradient_summaries(grads_and_vars))
   if loss_scale is not None:
     summaries.add(scalar_summary('loss_scale', loss_scale.scale))
   step_op = update_lib.build_update(config, options.update, grads_and_vars,
@@ -528,12 +424,13 @@ def _deploy_clones(config, clones, optimizer, global_step, options,
           config, clones, optimizer, global_step, options, summaries,
           update_ops)
     else:
-      gathered = _gather_losses(clones, None)
-      total_loss = _total_loss(gathered.losses)
+      gathered = clone_losses.gather_losses(clones, None)
+      total_loss = clone_losses.total_of(gathered.losses)
 
     summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES,
                                        first_clone.scope))
-    summaries.update(_loss_summaries(clones, gathered, total_loss))
+    summaries.update(
+        clone_losses.loss_summaries(clones, gathered, total_loss))
     summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
                                   name='summary_op')
   return DeployedModel(train_op, summary_op, total_loss, clones)
