@@ -29,6 +29,11 @@ creates them (TF2 resource variables included), and through a variable
 creator so that variables made with plain `tf.get_variable` are placed too;
 worker devices name the replica's task when there are several replicas;
 sparse gradients stay sparse when summed; summaries are placed on the CPU.
+
+Where the parts live: the update's options and stages in update.py,
+placement (device functions, the variable creator) in device_placement.py,
+the clones' losses and summaries in clone_losses.py. This module is a
+little over 400 lines for the docstrings of the public entries.
 """
 
 import collections
@@ -71,35 +76,8 @@ def session_config(config, **kwargs):
   return config.session_config(**kwargs)
 
 
-def sync_batch_norm_group_size(config):
-  """How many clones' batches sync batch norm normalises together.
-
-  Every clone of every replica with all-reduce replicas (they step
-  together); the worker's own clones otherwise, since ps workers do not
-  step together and their batches are not one batch.
-  """
-  replicas = config.num_replicas if config.all_reduce_replicas else 1
-  return config.num_clones * replicas
-
-
-def _clone_group(config, sync_batch_norm):
-  """The CollectiveGroup of sync batch norm, or None without it."""
-  if not sync_batch_norm:
-    return None
-  if config.clones_share_a_device and config.num_clones > 1:
-    raise ValueError(
-        'sync_batch_norm with %d clones all on %s: collective ops between '
-        'members on one device never complete. Give each clone its own '
-        'device: DeploymentConfig(clone_on_cpu=True, '
-        'separate_cpu_devices=True), with a session from '
-        'model_deploy.session_config(config)'
-        % (config.num_clones, config.clone_device(0)))
-  # Between processes every collective is timed: a worker can die mid-step.
-  return collectives.CollectiveGroup(
-      sync_batch_norm_group_size(config),
-      group_key=collectives.CLONES_GROUP_KEY,
-      timeout_seconds=config.collective_timeout_secs,
-      time_first_only=not config.all_reduce_replicas)
+# Re-exported: training scripts size their batch plan with it.
+sync_batch_norm_group_size = sync_batch_norm_lib.group_size
 
 
 def create_clones(config, model_fn, args=None, kwargs=None,
@@ -144,7 +122,8 @@ def _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
   kwargs = kwargs or {}
   getter = (None if precision == 'float32'
             else precision_lib.master_weights_getter)
-  group = _clone_group(config, sync_batch_norm)
+  group = (sync_batch_norm_lib.clones_group(config) if sync_batch_norm
+           else None)
   clones = []
   variables_device = config.variables_device()
   host_ops = device_placement.host_ops_to(config.inputs_device())
