@@ -6,14 +6,11 @@ k-th run applies the mean of the k accumulated gradients, so the update
 equals one step on the whole batch (batch_size x num_clones x k), then
 zeroes the accumulators. The global step counts applied updates.
 
-How the apply is skipped on the other k-1 runs: the accumulated gradients
-reach the optimizer through the `true` output of a Switch op, which carries
-a value only on the k-th run. On the other runs it is dead, and every op
-that depends on it (the optimizer's update, the global-step increment, a
-SyncReplicasOptimizer's push and token wait, the moving averages) is
-skipped by the executor; a Merge joins both paths. Unlike tf.cond, this
-builds the optimizer outside any control-flow context, so slot variables
-and SyncReplicasOptimizer's queues and local step are created as usual.
+The apply runs only on the k-th run: the accumulated gradients reach the
+optimizer through deployment/apply_when.py's Switch, dead on the other
+runs, so the optimizer, the global-step increment and a
+SyncReplicasOptimizer's push are skipped there (and built outside any
+control-flow context, unlike with tf.cond).
 
 Sparse gradients (tf.IndexedSlices) are scatter-added into a dense
 accumulator, exactly: the accumulator has the variable's shape anyway, and
@@ -26,6 +23,7 @@ one are not applied), and with ps tasks nothing crosses the network until
 the apply step.
 """
 
+from deployment import apply_when
 from deployment.slim_compat import tf
 
 
@@ -69,7 +67,7 @@ def accumulate_then_apply(grads_and_vars, steps, apply_fn):
     with tf.control_dependencies([count]):
       sums = [acc.read_value() for acc in accumulators]
     # The `true` outputs carry values only on the apply step.
-    means = [tf.raw_ops.Switch(data=total, pred=is_apply_step)[1] / steps
+    means = [apply_when.when_true(total, is_apply_step) / steps
              for total in sums]
   apply_op = apply_fn([(mean, var) for mean, (_, var)
                        in zip(means, grads_and_vars)])
@@ -77,9 +75,5 @@ def accumulate_then_apply(grads_and_vars, steps, apply_fn):
     with tf.control_dependencies([apply_op]):
       zeroed = tf.group(*[acc.assign(tf.zeros_like(acc))
                           for acc in accumulators])
-    skipped, applied = tf.raw_ops.Switch(data=is_apply_step,
-                                         pred=is_apply_step)
-    with tf.control_dependencies([zeroed]):
-      applied = tf.identity(applied)
-    merged = tf.raw_ops.Merge(inputs=[skipped, applied]).output
+    merged = apply_when.either_way(is_apply_step, zeroed)
   return merged.op

@@ -8,7 +8,13 @@ kind of object: `optimizer='sgd'` raises "'str' object has no attribute
 work here at all: they apply gradients through tf.Variables of their own
 and have no graph-mode `compute_gradients(loss)`. The public functions call
 these checks once, on entry, before anything is added to the graph.
+
+The integer checks are here too, one for each kind of message: a
+DeploymentConfig's counts (TypeError for a non-integer) and the update's
+(ValueError, as deploy() always raised).
 """
+
+import numbers
 
 from deployment.slim_compat import tf
 
@@ -85,3 +91,26 @@ def check_optimizer(optimizer, function):
         % (_OPTIMIZER_EXAMPLE,
            ', or None to build only the losses' if function == 'deploy'
            else '', _described(optimizer)))
+
+
+def is_integer(value):
+  """Whether `value` is an integer (a bool is not, although Python agrees)."""
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(name, value, minimum):
+  """Raises TypeError for a non-integer, ValueError below `minimum`."""
+  if not is_integer(value):
+    raise TypeError('%s must be an integer, got %r' % (name, value))
+  if value < minimum:
+    raise ValueError('%s must be >= %d, got %d' % (name, minimum, value))
+
+
+def check_count(name, value, allow_none=False):
+  """Raises ValueError unless `value` is an integer >= 1 (or an allowed
+  None)."""
+  if value is None and allow_none:
+    return
+  if not is_integer(value) or value < 1:
+    raise ValueError('%s must be an integer >= 1%s, got %r'
+                     % (name, ' (or None)' if allow_none else '', value))

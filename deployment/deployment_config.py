@@ -5,14 +5,18 @@ Re-exported by `deployment.model_deploy`, whose upstream API it belongs to.
 
 import numbers
 
+from deployment import argument_checks
 from deployment import device_placement
+from deployment.slim_compat import tf
 
 
-def _check_int(name, value, minimum):
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-    raise TypeError('%s must be an integer, got %r' % (name, value))
-  if value < minimum:
-    raise ValueError('%s must be >= %d, got %d' % (name, minimum, value))
+def uses_all_reduce(num_replicas, num_ps_tasks):
+  """The rule: several replicas (workers) and no ps tasks all-reduce.
+
+  Each worker then keeps a full copy of the variables and the workers
+  average their gradients with collective ops.
+  """
+  return num_replicas > 1 and num_ps_tasks == 0
 
 
 class DeploymentConfig:
@@ -36,7 +40,7 @@ class DeploymentConfig:
       own logical CPU device (CPU:0, CPU:1, ...) instead of sharing CPU:0.
       Collective ops (sync batch norm) need this: two members of a
       collective on one device wait for each other forever. Create the
-      session with `model_deploy.session_config(config)`, which asks
+      session with `config.session_config()`, which asks
       TensorFlow for that many CPU devices.
     devices_per_clone: devices each clone spans (model parallelism inside a
       clone): clone i gets devices i*k .. i*k+k-1; `clone_devices(i)` lists
@@ -62,8 +66,8 @@ class DeploymentConfig:
                ps_job_name='ps', ps_strategy='round_robin',
                separate_cpu_devices=False, devices_per_clone=1,
                collective_timeout_secs=60.0, cache_variable_reads=True):
-    _check_int('num_clones', num_clones, 1)
-    _check_int('devices_per_clone', devices_per_clone, 1)
+    argument_checks.check_int('num_clones', num_clones, 1)
+    argument_checks.check_int('devices_per_clone', devices_per_clone, 1)
     if not (isinstance(collective_timeout_secs, numbers.Real)
             and collective_timeout_secs > 0):
       raise ValueError('collective_timeout_secs must be a number > 0, got %r'
@@ -72,9 +76,9 @@ class DeploymentConfig:
       raise ValueError('separate_cpu_devices=True places clones on logical '
                        'CPU devices: set clone_on_cpu=True too (GPU clones '
                        'are on separate devices already)')
-    _check_int('num_replicas', num_replicas, 1)
-    _check_int('num_ps_tasks', num_ps_tasks, 0)
-    _check_int('replica_id', replica_id, 0)
+    argument_checks.check_int('num_replicas', num_replicas, 1)
+    argument_checks.check_int('num_ps_tasks', num_ps_tasks, 0)
+    argument_checks.check_int('replica_id', replica_id, 0)
     if replica_id >= num_replicas:
       raise ValueError(
           'replica_id must be in [0, num_replicas=%d), got %d'
@@ -170,7 +174,7 @@ class DeploymentConfig:
   def all_reduce_replicas(self):
     """Whether the replicas all-reduce their gradients (several replicas,
     no ps tasks) instead of sharing variables on parameter servers."""
-    return self._num_replicas > 1 and self._num_ps_tasks == 0
+    return uses_all_reduce(self._num_replicas, self._num_ps_tasks)
 
   @property
   def is_chief(self):
@@ -188,9 +192,8 @@ class DeploymentConfig:
                 self._num_replicas, self._num_ps_tasks, extra))
 
   def _check_clone_index(self, clone_index):
-    if isinstance(clone_index, bool) or not isinstance(
-        clone_index, numbers.Integral) or not (
-            0 <= clone_index < self._num_clones):
+    if not argument_checks.is_integer(clone_index) or not (
+        0 <= clone_index < self._num_clones):
       raise ValueError('clone_index must be in [0, num_clones=%d), got %r'
                        % (self._num_clones, clone_index))
 
@@ -267,3 +270,25 @@ class DeploymentConfig:
     if self._num_ps_tasks > 0:
       return lambda op: op.device
     return None
+
+  def session_config(self, **kwargs):
+    """A tf.ConfigProto with the devices this config places clones on.
+
+    With separate_cpu_devices, TensorFlow makes one logical CPU device per
+    clone device (it makes a single CPU device otherwise). With all-reduce
+    replicas, it names worker 0 as the leader of the collective groups;
+    give the same config to the replica's server (tf.distribute.Server(...,
+    config=...)).
+
+    Args:
+      **kwargs: more tf.ConfigProto fields (e.g. allow_soft_placement=True).
+    """
+    proto = tf.ConfigProto(**kwargs)
+    if self.all_reduce_replicas:
+      # The task that resolves the replicas' collective groups: worker 0.
+      proto.experimental.collective_group_leader = (
+          '%s/replica:0/task:0' % self._worker_device.rsplit('/task:', 1)[0])
+    if self._separate_cpu_devices:
+      proto.device_count['CPU'] = max(self.num_local_devices,
+                                      proto.device_count.get('CPU', 1))
+    return proto

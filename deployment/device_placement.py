@@ -1,8 +1,12 @@
-"""Device functions that place variables on parameter-server tasks.
+"""Placement: where variables and host-only ops go.
+
+The device functions and the variable creator that deploy() uses; the
+device strings themselves, and the session's device counts, come from
+DeploymentConfig.
 
 TensorFlow calls a device function for every op created under
-`tf.device(fn)`; these return a ps task for the ops that create variables and
-leave every other op where the enclosing scopes put it.
+`tf.device(fn)`; PsDeviceChooser returns a ps task for the ops that create
+variables and leaves every other op where the enclosing scopes put it.
 
 Upstream Slim recognised variables by an op type starting with `Variable`,
 which misses the `VarHandleOp` that every TF2 resource variable is built
@@ -111,3 +115,44 @@ def host_ops_to(cpu_device):
     return op.device
 
   return choose
+
+
+def placing_variables_on(device, clone_scopes, read_device=None):
+  """A variable creator that builds every new variable under `device`.
+
+  This is what places the model's variables: create_clones enters it with
+  tf.variable_creator_scope around every clone, so variables made by slim,
+  plain tf.get_variable or tf.Variable all go where `device` says (a
+  device string, or a device function such as PsDeviceChooser).
+
+  With a `read_device`, a variable's value is read once per step onto it
+  (the variable's caching device) and every use takes that copy.
+
+  Variables whose name takes the graph's name scope (Keras layers, plain
+  tf.Variable) would be named `clone_0/...` with several clones and
+  without the prefix with one, so a checkpoint would depend on the number
+  of clones. The creator builds them outside the clone's name scope.
+  (tf.get_variable, and so slim, names variables by variable scope and is
+  unaffected.)
+
+  Args:
+    device: a device string or device function.
+    clone_scopes: the clones' name scopes ('clone_0', ...; none for one
+      clone).
+    read_device: where each step's read of a variable is cached, or None.
+  """
+
+  def creator(next_creator, **kwargs):
+    if read_device is not None and kwargs.get('caching_device') is None:
+      kwargs['caching_device'] = read_device
+    scope = tf.get_default_graph().get_name_scope()
+    for clone_scope in clone_scopes:
+      if scope == clone_scope or scope.startswith(clone_scope + '/'):
+        outside = scope[len(clone_scope) + 1:]
+        with tf.name_scope(outside + '/' if outside else None), \
+            tf.device(device):
+          return next_creator(**kwargs)
+    with tf.device(device):
+      return next_creator(**kwargs)
+
+  return creator

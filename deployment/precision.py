@@ -18,6 +18,7 @@ is edited. Keras layers (tf_keras) take their dtype from a Keras policy
 instead and are not covered.
 """
 
+from deployment import apply_when
 from deployment.slim_compat import tf
 
 PRECISIONS = ('float32', 'mixed_float16', 'mixed_bfloat16')
@@ -97,14 +98,11 @@ class LossScale:
         finite = tf.reduce_all(
             [tf.reduce_all(tf.math.is_finite(_values(g)))
              for g, _ in grads_and_vars], name='all_finite')
-        passed = [(_switch_true(grad, finite), var)
+        passed = [(apply_when.when_true(grad, finite), var)
                   for grad, var in grads_and_vars]
       applied_op = apply_fn(passed)
       with tf.name_scope('loss_scale'):
-        skipped, applied = tf.raw_ops.Switch(data=finite, pred=finite)
-        with tf.control_dependencies([applied_op]):
-          applied = tf.identity(applied)
-        done = tf.raw_ops.Merge(inputs=[skipped, applied]).output
+        done = apply_when.either_way(finite, applied_op)
         with tf.control_dependencies([done]):
           return self._update(finite)
 
@@ -125,12 +123,3 @@ class LossScale:
 def _values(grad):
   return grad.values if isinstance(grad, tf.IndexedSlices) else grad
 
-
-def _switch_true(grad, pred):
-  """`grad` on the Switch's true output: live only when `pred` is True."""
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.IndexedSlices(
-        tf.raw_ops.Switch(data=grad.values, pred=pred)[1],
-        tf.raw_ops.Switch(data=grad.indices, pred=pred)[1],
-        grad.dense_shape)
-  return tf.raw_ops.Switch(data=grad, pred=pred)[1]

@@ -272,3 +272,38 @@ def batch_norm(inputs, group, member, **kwargs):
   """
   with synchronized(group, member):
     return slim_layers.batch_norm(inputs, **kwargs)
+
+
+def group_size(config):
+  """How many clones' batches sync batch norm normalises together, for a
+  DeploymentConfig.
+
+  Every clone of every replica with all-reduce replicas (they step
+  together); the worker's own clones otherwise, since ps workers do not
+  step together and their batches are not one batch.
+  """
+  replicas = config.num_replicas if config.all_reduce_replicas else 1
+  return config.num_clones * replicas
+
+
+def clones_group(config):
+  """The CollectiveGroup of sync batch norm for a DeploymentConfig: the
+  clones of this worker, with those of every all-reduce replica.
+
+  Raises:
+    ValueError: several clones share one device.
+  """
+  if config.clones_share_a_device and config.num_clones > 1:
+    raise ValueError(
+        'sync_batch_norm with %d clones all on %s: collective ops between '
+        'members on one device never complete. Give each clone its own '
+        'device: DeploymentConfig(clone_on_cpu=True, '
+        'separate_cpu_devices=True), with a session from '
+        'model_deploy.session_config(config)'
+        % (config.num_clones, config.clone_device(0)))
+  # Between processes every collective is timed: a worker can die mid-step.
+  return collectives.CollectiveGroup(
+      group_size(config),
+      group_key=collectives.CLONES_GROUP_KEY,
+      timeout_seconds=config.collective_timeout_secs,
+      time_first_only=not config.all_reduce_replicas)

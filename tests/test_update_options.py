@@ -1,0 +1,78 @@
+"""update.UpdateOptions: checked once, on creation; read-only afterwards."""
+
+import dataclasses
+import inspect
+
+import pytest
+
+from deployment import model_deploy
+from deployment import update
+from deployment.deployment_config import uses_all_reduce
+from deployment.slim_compat import tf
+
+
+@pytest.mark.parametrize('kwargs,message', [
+    (dict(accumulation_steps=0),
+     'accumulation_steps must be an integer >= 1, got 0'),
+    (dict(accumulation_steps=True),
+     'accumulation_steps must be an integer >= 1, got True'),
+    (dict(clip_gradient_norm=0.0), 'clip_gradient_norm must be > 0'),
+    (dict(precision='float16'), 'precision must be one of float32, '),
+    (dict(all_reduce_buffer_bytes=0),
+     'all_reduce_buffer_bytes must be an integer >= 1, got 0'),
+    (dict(replica_averaging_steps=0), r'replica_averaging_steps must be an '
+     r'integer >= 1 \(or None\), got 0'),
+    (dict(loss_scale='given'), "loss_scale is for precision='mixed_float16'"),
+])
+def test_bad_option_is_named_on_creation(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    update.UpdateOptions(**kwargs)
+
+
+def test_options_are_read_only():
+  options = update.UpdateOptions(accumulation_steps=2)
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    options.accumulation_steps = 3
+
+
+def test_defaults_are_deploys_defaults():
+  defaults = {name: p.default for name, p in
+              inspect.signature(model_deploy.deploy).parameters.items()}
+  for name, value in update.UpdateOptions().deploy_kwargs().items():
+    assert defaults[name] == value, name
+
+
+def test_deploy_kwargs_pass_the_loss_scale_itself():
+  marker = object()
+  options = update.UpdateOptions(precision='mixed_float16', loss_scale=marker)
+  assert options.deploy_kwargs()['loss_scale'] is marker
+
+
+def test_replica_averaging_needs_all_reduce_replicas():
+  options = update.UpdateOptions(replica_averaging_steps=2)
+  options.check_deployment(model_deploy.DeploymentConfig(num_replicas=2))
+  with pytest.raises(ValueError, match='replica_averaging_steps=2 needs '
+                     'all-reduce replicas'):
+    options.check_deployment(model_deploy.DeploymentConfig())
+
+
+@pytest.mark.parametrize('num_replicas,num_ps_tasks,expected', [
+    (1, 0, False), (2, 0, True), (2, 1, False), (1, 1, False)])
+def test_several_replicas_without_ps_all_reduce(num_replicas, num_ps_tasks,
+                                                expected):
+  assert uses_all_reduce(num_replicas, num_ps_tasks) == expected
+  config = model_deploy.DeploymentConfig(num_replicas=num_replicas,
+                                         num_ps_tasks=num_ps_tasks)
+  assert config.all_reduce_replicas == expected
+
+
+@pytest.mark.parametrize('config', [
+    model_deploy.DeploymentConfig(),
+    model_deploy.DeploymentConfig(num_clones=3, clone_on_cpu=True,
+                                  separate_cpu_devices=True),
+    model_deploy.DeploymentConfig(num_replicas=2, replica_id=1),
+])
+def test_session_config_function_is_the_configs_method(config):
+  assert model_deploy.session_config(config, allow_soft_placement=True) == (
+      config.session_config(allow_soft_placement=True))
+  assert isinstance(config.session_config(), tf.ConfigProto)
