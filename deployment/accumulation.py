@@ -26,7 +26,7 @@ one are not applied), and with ps tasks nothing crosses the network until
 the apply step.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def _local_variable(name, initial_value):

@@ -10,7 +10,7 @@ and have no graph-mode `compute_gradients(loss)`. The public functions call
 these checks once, on entry, before anything is added to the graph.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 # Keras optimizer class name -> the tf.compat.v1.train optimizer doing the
 # same update.

@@ -42,10 +42,10 @@ from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
 from deployment import precision as precision_lib
-from deployment import slim_compat
+from tf2_compat import slim_compat
 from deployment import sync_batch_norm as sync_batch_norm_lib
 from deployment.deployment_config import DeploymentConfig
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 __all__ = [
     'BroadcastVariablesHook', 'Clone', 'DeployedModel', 'DeploymentConfig',

@@ -18,7 +18,7 @@ is edited. Keras layers (tf_keras) take their dtype from a Keras policy
 instead and are not covered.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 PRECISIONS = ('float32', 'mixed_float16', 'mixed_bfloat16')
 _COMPUTE_DTYPES = {'float32': tf.float32, 'mixed_float16': tf.float16,

@@ -1,14 +1,14 @@
 """Runs an existing TF-Slim program on TensorFlow 2.21 without editing it.
 
-    python -m deployment.run_slim path/to/train_image_classifier.py --flags...
+    python -m tf2_compat.run_slim path/to/train_image_classifier.py --flags...
 
 does what `python path/to/train_image_classifier.py --flags...` did on
 TensorFlow 1.x. Before the script's first line it installs
 
-  - `deployment.slim_compat`: the TensorFlow internals tf-slim 1.1.0 still
-    uses, and `deployment.slim_loops`, which lets `slim.learning.train`
+  - `tf2_compat.slim_compat`: the TensorFlow internals tf-slim 1.1.0 still
+    uses, and `tf2_compat.slim_loops`, which lets `slim.learning.train`
     run its Supervisor threads with eager execution left on;
-  - `deployment.contrib_stubs`: `import tensorflow.contrib...` works;
+  - `tf2_compat.contrib_stubs`: `import tensorflow.contrib...` works;
     `tensorflow.contrib.slim` is tf_slim, the tf-slim parts of `framework`,
     `training`, `layers`, `metrics` and `losses` are tf-slim's, and a call
     of anything TF 2.x removed (`quantize.create_training_graph`, ...)
@@ -19,16 +19,16 @@ the script's folder first on `sys.path` and this project's root after it
 (so `from deployment import model_deploy`, `from nets import
 nets_factory`, ... find this project's modules). A program's own `nets`,
 `datasets` and `preprocessing` packages win over this project's wherever
-its `sys.path` has them (`deployment.program_tree`); this project's
+its `sys.path` has them (`tf2_compat.program_tree`); this project's
 `deployment` is always this project's.
 
 A program written for TF 1.x (`import tensorflow as tf`, `tf.app.flags`,
 `slim = tf.contrib.slim`, `tf.summary.merge`, ...) runs unchanged with
 
-    python -m deployment.run_slim --tf1 SCRIPT.py ...
+    python -m tf2_compat.run_slim --tf1 SCRIPT.py ...
 
 which gives the program's own modules, and only them, TF 1.x's
-`tensorflow` (`deployment.tf1_imports`), and switches the process to graph
+`tensorflow` (`tf2_compat.tf1_imports`), and switches the process to graph
 mode and TF 1.x shapes (`shape[1].value`), as TF 1.x was. Without `--tf1`, such a program stops at its first
 TF 1.x name with one line that says to add it.
 
@@ -36,7 +36,7 @@ A script that builds its graph in TensorFlow's global default graph, not
 under `with tf.Graph().as_default()`, needs graph mode for the whole
 process, as TF 1.x had it:
 
-    python -m deployment.run_slim --disable_eager_execution SCRIPT.py ...
+    python -m tf2_compat.run_slim --disable_eager_execution SCRIPT.py ...
 
 calls `tf.compat.v1.disable_eager_execution()` before the script.
 
@@ -53,9 +53,9 @@ import sys
 import traceback
 import types
 
-from deployment import program_tree
+from tf2_compat import program_tree
 
-USAGE = ('usage: python -m deployment.run_slim [--tf1] '
+USAGE = ('usage: python -m tf2_compat.run_slim [--tf1] '
          '[--disable_eager_execution] SCRIPT.py [SCRIPT FLAGS...]')
 PROJECT_ROOT = program_tree.PROJECT_ROOT
 EXIT_CANNOT_RUN = 2
@@ -107,8 +107,8 @@ def install(tree, disable_eager_execution=False, tf1=False):
     The builtins the script runs with.
   """
   # pylint: disable=g-import-not-at-top
-  from deployment import contrib_stubs
-  from deployment.slim_compat import tf
+  from tf2_compat import contrib_stubs
+  from tf2_compat.slim_compat import tf
   contrib_stubs.install()
   if disable_eager_execution or tf1:
     tf.disable_eager_execution()
@@ -118,7 +118,7 @@ def install(tree, disable_eager_execution=False, tf1=False):
   # TF 1.x shapes: `images.get_shape()[1].value`, a TF 1.x idiom, needs
   # the Dimension objects TF 2 replaced by ints.
   tf.disable_v2_tensorshape()
-  from deployment import tf1_imports
+  from tf2_compat import tf1_imports
   tf1_imports.install(tree)
   return tf1_imports.TF1_BUILTINS
 
@@ -163,7 +163,7 @@ def tf1_name(error):
   match = _MISSING_NAME.match(str(error))
   if not match:
     return None
-  from deployment.slim_compat import tf  # pylint: disable=g-import-not-at-top
+  from tf2_compat.slim_compat import tf  # pylint: disable=g-import-not-at-top
   value = tf
   for attribute in (match.group(1) + '.' + match.group(2)).split('.')[1:]:
     value = getattr(value, attribute, None)
@@ -173,14 +173,14 @@ def tf1_name(error):
 def _report(error, tree, path, args):
   """The `error: ...` line and exit status for `error`, or None."""
   # pylint: disable=g-import-not-at-top
-  from deployment.contrib_stubs import RemovedInTF2Error
+  from tf2_compat.contrib_stubs import RemovedInTF2Error
   site = _call_site(error.__traceback__, tree)
   where = '%s: ' % site if site else ''
   if isinstance(error, RemovedInTF2Error):
     return 'error: %s%s' % (where, error), EXIT_FAILED
   name = tf1_name(error)
   if name:
-    command = ' '.join(['python -m deployment.run_slim --tf1', path] + args)
+    command = ' '.join(['python -m tf2_compat.run_slim --tf1', path] + args)
     return ('error: %s%s is TF 1.x API, which TF 2.21 does not have; run '
             'the program with --tf1: %s' % (where, name, command),
             EXIT_CANNOT_RUN)

@@ -34,7 +34,7 @@ Typical use (what train_image_classifier.py does):
   if task.is_ps:
     cluster.serve_until_stopped(server)
   else:
-    peers.wait_for(peers.needed_by(task))   # deployment/peers.py
+    peers.wait_for(peers.needed_by(task))   # clusters/peers.py
     ... train against server.target with task.device_filters ...
 """
 
@@ -48,7 +48,7 @@ import threading
 import time
 
 from deployment import device_placement
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 PS_JOB = 'ps'
 WORKER_JOB = 'worker'

@@ -31,8 +31,8 @@ It changes nothing for code that does not import `tensorflow.contrib`:
 the import finder answers only for names under `tensorflow.contrib`, and
 only on a TensorFlow without one. It does change one behaviour: `try:
 import tensorflow.contrib ... except ImportError:` no longer takes the
-except branch. So `deployment.slim_compat` does not install it; programs
-get it from `python -m deployment.run_slim` or by importing this module
+except branch. So `tf2_compat.slim_compat` does not install it; programs
+get it from `python -m tf2_compat.run_slim` or by importing this module
 (which installs it), and `uninstall()` takes it away.
 """
 
@@ -42,7 +42,7 @@ import importlib.util
 import sys
 import types
 
-from deployment import slim_compat  # pylint: disable=unused-import
+from tf2_compat import slim_compat  # pylint: disable=unused-import
 
 PACKAGE = 'tensorflow.contrib'
 

@@ -11,20 +11,20 @@ them.
 Two more mends, each in a module of its own that says what it changes in
 the process and has an `uninstall()`:
 
-  - `deployment.slim_loops`: `slim.learning.train` (its Supervisor threads,
+  - `tf2_compat.slim_loops`: `slim.learning.train` (its Supervisor threads,
     `sync_optimizer`, `graph=`) runs with eager execution left on; no
     `tf.compat.v1.disable_eager_execution()` is needed or done;
-  - `deployment.slim_numpy2`: `slim.assign_from_checkpoint` of partitioned
+  - `tf2_compat.slim_numpy2`: `slim.assign_from_checkpoint` of partitioned
     variables, the one tf-slim call written for NumPy 1.x.
 
-It also imports TensorFlow through `deployment.quiet`, which keeps the lines
+It also imports TensorFlow through `tf2_compat.quiet`, which keeps the lines
 of TensorFlow, tf-keras and tf-slim that no user can act on (CUDA stub,
 deprecations inside the libraries, session chatter) off stderr;
 TF_CPP_MIN_LOG_LEVEL=0 shows them again.
 
 Every module of this project imports slim through here:
 
-    from deployment.slim_compat import slim, tf
+    from tf2_compat.slim_compat import slim, tf
 """
 
 import contextlib
@@ -32,7 +32,7 @@ import importlib
 import importlib.util
 import sys
 
-from deployment import quiet
+from tf2_compat import quiet
 
 # Before any other import of TensorFlow: the lines its C++ code prints while
 # it loads can only be filtered then.
@@ -46,8 +46,8 @@ from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import variable_scope
-from deployment import slim_loops
-from deployment import slim_numpy2
+from tf2_compat import slim_loops
+from tf2_compat import slim_numpy2
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 # (module that tf-slim reads the name from, name, "module:attribute" that

@@ -1,6 +1,6 @@
 """Runs a ps/worker cluster of one script on this machine, on 127.0.0.1.
 
-  python -m deployment.launch --num_ps 2 --num_workers 2 -- \\
+  python -m clusters.launch --num_ps 2 --num_workers 2 -- \\
       train_image_classifier.py --dataset_name=digits \\
       --dataset_dir=data/digits --model_name=lenet --clone_on_cpu \\
       --batch_size=16 --optimizer=sgd --learning_rate=0.05 \\
@@ -10,7 +10,7 @@ With --num_ps 0 the workers all-reduce their gradients instead of sharing
 variables on ps tasks.
 
 Every task is `sys.executable SCRIPT ARGS...` with the same arguments; each
-learns its job and index from its own TF_CONFIG (see deployment/cluster.py),
+learns its job and index from its own TF_CONFIG (see clusters/cluster.py),
 with ports picked free on 127.0.0.1. Output lines are prefixed with the task
 ('[ps0] ...', '[worker1] ...').
 
@@ -352,7 +352,7 @@ def _signal_group(process, signum):
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(
-      prog='python -m deployment.launch',
+      prog='python -m clusters.launch',
       description=__doc__.split('\n\n', maxsplit=1)[0],
       usage='%(prog)s [options] -- SCRIPT [ARGS...]')
   parser.add_argument('--num_ps', type=int, default=1,
