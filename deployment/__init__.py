@@ -5,4 +5,7 @@
     `accumulation`, `precision`, `collectives`, `sync_batch_norm`,
     `argument_checks`.
 
+`slim_compat`, `run_slim`, `contrib_stubs` and `quiet` (now in
+`tf2_compat`), `cluster` and `launch` (now in `clusters`) stay here as
+re-exports of their old paths.
 """
