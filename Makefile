@@ -55,16 +55,16 @@ clean-venv:
 # TensorBoard on the summaries of `make run` (training, and eval/ beside it):
 # open http://127.0.0.1:6006 while it runs; Ctrl-C stops it. The same as
 # `.venv/bin/tensorboard --logdir $(RUN_DIR) --host 127.0.0.1`, less the
-# start-up noise: TensorFlow imported through deployment.quiet, and the
+# start-up noise: TensorFlow imported through tf2_compat.quiet, and the
 # Python event loader (ample for one run) instead of the data server's NOTE.
 .PHONY: tensorboard
 tensorboard: $(STAMP)
-	$(PY) -c 'from deployment import quiet; quiet.import_tensorflow(); \
+	$(PY) -c 'from tf2_compat import quiet; quiet.import_tensorflow(); \
 	    from tensorboard import main; main.run_main()' \
 	    --logdir $(RUN_DIR) --host 127.0.0.1 --load_fast=false
 
 # tf-slim 1.1.0's own test suite (the 35 *_test.py files of its wheel), each
-# file run through `python -m deployment.run_slim`, at low priority. 25-35
+# file run through `python -m tf2_compat.run_slim`, at low priority. 25-35
 # min on 2 busy cores, so not part of `make test`. Writes the result, with
 # the reason of every remaining failure, to docs/tf_slim_test_suite.md and
 # exits non-zero on a failure no known cause explains.

@@ -43,7 +43,7 @@ from datasets import convert_flowers
 from datasets import convert_folder
 from datasets import convert_mnist
 from datasets import imagenet
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import cli
 from training import errors
 from training.errors import Problems

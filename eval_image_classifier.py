@@ -20,7 +20,7 @@ import numpy as np
 from datasets import input_pipeline
 from datasets import tfrecord_check
 from deployment import model_deploy
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from training import checkpoint_fit
 from training import cli
 from training import common_flags  # pylint: disable=unused-import

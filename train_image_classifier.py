@@ -16,7 +16,7 @@ decay steps that follow from it.
 
 Training resumes from the latest checkpoint in --train_dir; while there is
 none, --checkpoint_path (minus --checkpoint_exclude_scopes) initialises the
-model. Several machines: see deployment/cluster.py and docs/clusters.md.
+model. Several machines: see clusters/cluster.py and docs/clusters.md.
 
 The script is a client of deployment.model_deploy.deploy(), which builds
 the clones, sums their gradients and returns the train op; this file reads
@@ -29,12 +29,12 @@ import contextlib
 
 from datasets import input_pipeline
 from datasets import tfrecord_check
-from deployment import cluster
+from clusters import cluster
 from deployment import collectives
 from deployment import model_deploy
-from deployment import peers
+from clusters import peers
 from deployment import precision
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import cli
 from training import divergence
 from training import fine_tune
@@ -44,7 +44,7 @@ from training import lookup
 from training import model_size
 from training import optimizers
 from training import preemption
-from training import replica_session
+from clusters import replica_session
 from training import resume_check
 from training import run_config
 from training import schedule

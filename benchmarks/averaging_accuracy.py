@@ -10,7 +10,7 @@ with oneDNN's custom operations on (TF_ENABLE_ONEDNN_OPTS=1) and off (=0),
 and records the accuracy of each run, so the floor keeps a margin below
 the lowest.
 
-Each run: `python -m deployment.launch --num_ps 0 --num_workers 2 --
+Each run: `python -m clusters.launch --num_ps 0 --num_workers 2 --
 train_image_classifier.py ...` with the test's flags and
 --shuffle_seed=--random_seed=SEED, then eval_image_classifier.py on the
 360 test digits. Written to benchmarks/results/averaging_accuracy.md.
@@ -60,7 +60,7 @@ def accuracy(digits_dir, work_dir, seed, onednn):
              TF_CPP_MIN_LOG_LEVEL='2')
   env.pop('TF_CONFIG', None)
   train_dir = os.path.join(work_dir, 'onednn%s_seed%d' % (onednn, seed))
-  _run([sys.executable, '-m', 'deployment.launch', '--num_ps', '0',
+  _run([sys.executable, '-m', 'clusters.launch', '--num_ps', '0',
         '--num_workers', '2', '--', 'train_image_classifier.py'] +
        TRAIN_FLAGS + ['--dataset_dir=%s' % digits_dir,
                       '--shuffle_seed=%d' % seed, '--random_seed=%d' % seed,

@@ -125,7 +125,7 @@ if __name__ == '__main__':
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
 from deployment import model_deploy
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from other_load import OtherLoad, disturbance_note  # next to this script
 import results  # next to this script
 from tf_slim.nets import inception

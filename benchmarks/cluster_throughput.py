@@ -21,7 +21,7 @@ train_image_classifier.py (batch --batch_size per clone, SGD):
 Bytes per global step are those sent on the loopback interface during the
 timed window (/proc/net/dev), so other traffic on 127.0.0.1 counts too.
 
-The clusters are started with deployment.launch.LocalCluster. Every process
+The clusters are started with clusters.launch.LocalCluster. Every process
 gets TF_NUM_INTRAOP_THREADS and TF_NUM_INTEROP_THREADS (1 by default) and
 one reader and one preprocessing thread, so that the setups differ in what
 goes through the ps and not in how many threads each process grabs; with 3
@@ -64,7 +64,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from deployment import launch
+from clusters import launch
 from other_load import OtherLoad, disturbance_note  # next to this script
 import results  # next to this script
 # pylint: enable=g-import-not-at-top,wrong-import-position

@@ -77,7 +77,7 @@ import numpy as np
 from datasets import dataset_factory
 from datasets import dataset_utils
 from datasets import input_pipeline
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from other_load import OtherLoad, disturbance_note  # next to this script
 from preprocessing import cropping
 from preprocessing import image_ops

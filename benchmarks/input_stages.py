@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
-from deployment.slim_compat import tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tf2_compat.slim_compat import tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 import input_pipeline as pipeline_benchmark  # pylint: disable=g-import-not-at-top,wrong-import-position
 from other_load import OtherLoad, disturbance_note  # pylint: disable=g-import-not-at-top,wrong-import-position
 from preprocessing import cropping  # pylint: disable=g-import-not-at-top,wrong-import-position

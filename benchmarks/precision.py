@@ -24,7 +24,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from deployment import model_deploy  # pylint: disable=g-import-not-at-top,wrong-import-position
 from deployment import precision  # pylint: disable=g-import-not-at-top,wrong-import-position
-from deployment.slim_compat import tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tf2_compat.slim_compat import tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 from nets import nets_factory  # pylint: disable=g-import-not-at-top,wrong-import-position
 from other_load import disturbance_note  # pylint: disable=g-import-not-at-top,wrong-import-position
 import results  # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -62,7 +62,7 @@ if REPO not in sys.path:
   sys.path.insert(0, REPO)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 import train_image_classifier
 from training import run_config
 from training.flags import FLAGS

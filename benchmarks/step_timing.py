@@ -12,7 +12,7 @@ stay meaningful on a shared machine even when the absolute times do not.
 import statistics
 import time
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from other_load import OtherLoad  # next to this file
 
 

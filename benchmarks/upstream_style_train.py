@@ -48,7 +48,7 @@ if REPO not in sys.path:
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from datasets import dataset_factory
 from deployment import model_deploy
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 # pylint: enable=g-import-not-at-top,wrong-import-position

@@ -19,7 +19,7 @@ from absl import logging
 
 from datasets import dataset_utils
 from datasets import tfrecord_check
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def all_paths(paths):

@@ -11,7 +11,7 @@ import os
 from typing import Callable, Mapping, Optional, Tuple
 
 from datasets import dataset_utils
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 CONVERT_SCRIPT = 'download_and_convert_data.py'
 

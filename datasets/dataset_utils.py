@@ -13,7 +13,7 @@ so all datasets share the upstream Slim feature keys:
 import contextlib
 import os
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 LABELS_FILENAME = 'labels.txt'
 

@@ -7,7 +7,7 @@ own small graph and session and never touches the caller's default graph.
 
 import numpy as np
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def image_format(image_data):

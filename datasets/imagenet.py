@@ -9,7 +9,7 @@ Class names are read from labels.txt in that folder when present.
 """
 
 from datasets import dataset_spec
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 _BBOX_PREFIX = 'image/object/bbox/'
 

@@ -24,7 +24,7 @@ Stages, each parallel where it pays:
 
 from datasets import split_check
 from datasets import tfrecord_check
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from preprocessing import image_ops
 
 AUTOTUNE = tf.data.experimental.AUTOTUNE

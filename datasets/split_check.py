@@ -29,7 +29,7 @@ from absl import logging
 from google.protobuf import message
 
 from datasets import tfrecord_check
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 LABEL_KEY = 'image/class/label'
 

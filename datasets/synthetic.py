@@ -9,7 +9,7 @@ a stateless random op seeded with (seed, i), so every run sees the same
 images, and preprocesses them like decoded ones.
 """
 
-from deployment.slim_compat import slim
+from tf2_compat.slim_compat import slim
 
 SPLITS = ('train', 'validation', 'test')
 

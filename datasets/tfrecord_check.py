@@ -23,7 +23,7 @@ import contextlib
 
 import numpy as np
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training.errors import op_error_reason
 
 

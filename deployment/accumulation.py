@@ -24,7 +24,7 @@ the apply step.
 """
 
 from deployment import apply_when
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def _local_variable(name, initial_value):

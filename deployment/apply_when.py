@@ -13,7 +13,7 @@ the optimizer's slot variables and SyncReplicasOptimizer's queues and local
 step are created as usual.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def when_true(value, pred):

@@ -16,7 +16,7 @@ DeploymentConfig's counts (TypeError for a non-integer) and the update's
 
 import numbers
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 # Keras optimizer class name -> the tf.compat.v1.train optimizer doing the
 # same update.

@@ -9,7 +9,7 @@ first clone only. model_deploy re-exports `GatheredLosses` and
 
 import collections
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def _gather_clone_loss(clone, num_clones, regularization_losses):

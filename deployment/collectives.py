@@ -19,7 +19,7 @@ has no GPU, so that path is untested here.
 
 import itertools
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 # The group keys of a deployment's collectives, one per use: instance keys
 # count from 1 in every CollectiveGroup, so two uses sharing a key would

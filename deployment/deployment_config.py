@@ -7,7 +7,7 @@ import numbers
 
 from deployment import argument_checks
 from deployment import device_placement
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def uses_all_reduce(num_replicas, num_ps_tasks):

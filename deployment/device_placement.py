@@ -16,7 +16,7 @@ types is explicit.
 
 import numpy as np
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 # Ops that own variable (or table) state and so belong on a ps task.
 VARIABLE_OP_TYPES = frozenset([

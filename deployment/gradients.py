@@ -1,6 +1,6 @@
 """Summing per-clone gradients without densifying sparse ones."""
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def _sum_sparse(grads, name):

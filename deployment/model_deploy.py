@@ -45,14 +45,14 @@ from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
 from deployment import precision as precision_lib
-from deployment import slim_compat
+from tf2_compat import slim_compat
 from deployment import sync_batch_norm as sync_batch_norm_lib
 from deployment import update as update_lib
 # GatheredLosses is re-exported: model_deploy always offered it.
 from deployment.clone_losses import GatheredLosses
 from deployment.clone_losses import scalar_summary
 from deployment.deployment_config import DeploymentConfig
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 __all__ = [
     'BroadcastVariablesHook', 'Clone', 'DeployedModel', 'DeploymentConfig',

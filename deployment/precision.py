@@ -19,7 +19,7 @@ instead and are not covered.
 """
 
 from deployment import apply_when
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 PRECISIONS = ('float32', 'mixed_float16', 'mixed_bfloat16')
 _COMPUTE_DTYPES = {'float32': tf.float32, 'mixed_float16': tf.float16,

@@ -34,7 +34,7 @@ import threading
 from tf_slim.layers import layers as slim_layers
 
 from deployment import collectives
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 _PlainLayer = slim_layers.normalization_layers.BatchNormalization
 

@@ -22,7 +22,7 @@ from deployment import accumulation
 from deployment import argument_checks
 from deployment import collectives
 from deployment import precision as precision_lib
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 @dataclasses.dataclass(frozen=True)

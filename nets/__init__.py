@@ -1,0 +1,1 @@
+"""Slim network definitions and their factory; imports tf2_compat."""

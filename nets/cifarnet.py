@@ -11,7 +11,7 @@ Usage:
     logits, end_points = cifarnet(images, num_classes=10, is_training=False)
 """
 
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 
 def _truncated_normal(stddev):

@@ -9,7 +9,7 @@ Usage:
     logits, end_points = lenet(images, num_classes=10, is_training=False)
 """
 
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 
 def lenet(images,

@@ -20,7 +20,7 @@ Usage:
 import collections
 import functools
 
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 Conv = collections.namedtuple('Conv', ['kernel', 'stride', 'depth'])
 DepthSepConv = collections.namedtuple('DepthSepConv',

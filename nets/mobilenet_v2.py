@@ -21,7 +21,7 @@ Usage:
 import collections
 import functools
 
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 InvertedResidual = collections.namedtuple('InvertedResidual',
                                           ['expansion', 'depth', 'stride'])

@@ -15,7 +15,7 @@ Example:
 
 import functools
 
-from deployment.slim_compat import slim
+from tf2_compat.slim_compat import slim
 from nets import cifarnet
 from nets import lenet
 from nets import mobilenet_v1

@@ -28,7 +28,7 @@ from tf_slim.nets import resnet_v1 as slim_resnet_v1
 from tf_slim.nets import resnet_v2 as slim_resnet_v2
 from tf_slim.nets import vgg as slim_vgg
 
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 
 def _default_scope(slim_network):

@@ -1,1 +1,1 @@
-"""Per-network image preprocessing, looked up by network name."""
+"""Per-network image preprocessing, looked up by network name; imports tf2_compat."""

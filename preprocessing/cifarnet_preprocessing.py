@@ -6,7 +6,7 @@ Evaluation: central crop (or zero pad) to the output size, per-image
 standardization.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from preprocessing import image_ops
 
 PADDING = 4

@@ -15,7 +15,7 @@ area decodes in 59% of the full decode's time, 49% of the area in 88%, but
 skipped pixels save).
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from preprocessing import image_ops
 from preprocessing import two_stage
 

@@ -1,6 +1,6 @@
 """Small image operations the preprocessing modules share."""
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def num_channels(image):

@@ -15,7 +15,7 @@ of 4 resize methods and one of 4 orderings of brightness, saturation, hue
 and contrast.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from preprocessing import cropping
 from preprocessing import image_ops
 

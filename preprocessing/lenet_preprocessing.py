@@ -5,7 +5,7 @@ so 1-channel mnist/digits images feed a 1-channel LeNet; 8x8 digits are
 resized (bilinear) to the 28x28 LeNet expects.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from preprocessing import image_ops
 
 

@@ -16,7 +16,7 @@ and code that preprocesses single images (slim's queues, evaluation
 scripts) sees exactly what a training step sees.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 class TwoStagePreprocessor:

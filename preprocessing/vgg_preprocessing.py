@@ -7,7 +7,7 @@ to 256, central crop to the output size, subtract the means. Values stay
 in the 0..255 scale minus the means.
 """
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from preprocessing import image_ops
 
 RGB_MEANS = (123.68, 116.78, 103.94)

@@ -13,9 +13,9 @@ import sys
 
 import numpy as np
 
-from deployment import cluster
+from clusters import cluster
 from deployment import model_deploy
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from tests import test_all_reduce
 
 

@@ -6,7 +6,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import pytest  # pylint: disable=g-import-not-at-top
 
-from deployment.slim_compat import tf  # pylint: disable=g-import-not-at-top
+from tf2_compat.slim_compat import tf  # pylint: disable=g-import-not-at-top
 
 
 @pytest.fixture

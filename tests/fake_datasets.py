@@ -10,7 +10,7 @@ import numpy as np
 
 from datasets import dataset_utils
 from datasets.image_coder import ImageCoder
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 _CODER = None
 _DIGITS_DIR = None

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from deployment import model_deploy
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from tests.script_runner import run_script
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-6)

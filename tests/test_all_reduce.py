@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from deployment import collectives
-from deployment import launch
+from clusters import launch
 from deployment import model_deploy
-from deployment.slim_compat import slim
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import slim
+from tf2_compat.slim_compat import tf
 from tests import test_sync_batch_norm
 
 # It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under

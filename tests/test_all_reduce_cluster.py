@@ -1,7 +1,7 @@
 """All-reduce replicas as real processes on 127.0.0.1, bounded in time.
 
 The model of tests/test_all_reduce.py in worker processes, then the
-training script under `python -m deployment.launch --num_ps 0`.
+training script under `python -m clusters.launch --num_ps 0`.
 """
 
 import os
@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from deployment import launch
-from deployment.slim_compat import tf
+from clusters import launch
+from tf2_compat.slim_compat import tf
 from tests import test_all_reduce
 from tests.script_runner import REPO
 from tests.script_runner import digits_accuracy

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 from deployment import model_deploy
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 DeploymentConfig = model_deploy.DeploymentConfig
 

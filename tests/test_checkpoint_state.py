@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import checkpoint_state
 from training.errors import UsageError
 

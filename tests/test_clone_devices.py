@@ -8,7 +8,7 @@ import pytest
 import tf_keras
 
 from deployment import model_deploy
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from nets import nets_factory
 
 DeploymentConfig = model_deploy.DeploymentConfig

@@ -1,4 +1,4 @@
-"""deployment.cluster and training.replica_session, without other processes."""
+"""clusters.cluster and clusters.replica_session, without other processes."""
 
 import json
 import socket
@@ -6,10 +6,10 @@ import socket
 import pytest
 from tensorflow.python.training import session_manager
 
-from deployment import cluster
+from clusters import cluster
 from deployment import model_deploy
-from deployment.slim_compat import tf
-from training import replica_session
+from tf2_compat.slim_compat import tf
+from clusters import replica_session
 from tests.fake_clock import FakeClock
 
 # It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from deployment import launch
-from deployment.slim_compat import tf
+from clusters import launch
+from tf2_compat.slim_compat import tf
 from tests.script_runner import REPO
 from tests.script_runner import process_alive
 from tests.script_runner import script_env
@@ -69,12 +69,12 @@ def _checkpoint_step(train_dir):
 
 
 class _Launch:
-  """`python -m deployment.launch ... -- PROGRAM ARGS` in its own process
+  """`python -m clusters.launch ... -- PROGRAM ARGS` in its own process
   group; PROGRAM is the training script unless given."""
 
   def __init__(self, log_path, num_ps, num_workers, args, program=(TRAIN,)):
     self.log_path = log_path
-    command = [sys.executable, '-m', 'deployment.launch',
+    command = [sys.executable, '-m', 'clusters.launch',
                '--num_ps', str(num_ps), '--num_workers', str(num_workers),
                '--timeout', str(LAUNCH_TIMEOUT), '--intra_op_threads', '1',
                '--inter_op_threads', '1', '--grace_secs', '5', '--'

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from deployment import cluster
-from deployment import launch
-from deployment import peers
-from deployment.slim_compat import tf
+from clusters import cluster
+from clusters import launch
+from clusters import peers
+from tf2_compat.slim_compat import tf
 from tests.fake_clock import FakeClock
 from tests.line_reader import LineReader
 from tests.script_runner import kill_group

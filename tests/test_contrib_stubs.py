@@ -1,12 +1,12 @@
-"""deployment.contrib_stubs: `import tensorflow.contrib...` on TF 2.21."""
+"""tf2_compat.contrib_stubs: `import tensorflow.contrib...` on TF 2.21."""
 
 import importlib
 import sys
 
 import pytest
 
-from deployment import contrib_stubs
-from deployment.slim_compat import slim, tf
+from tf2_compat import contrib_stubs
+from tf2_compat.slim_compat import slim, tf
 
 # Importing the module installed the stubs; each test installs its own, so
 # that no other test module sees them.

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from deployment import model_deploy
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 NUM_CLASSES = 5
 LEARNING_RATE = 0.5

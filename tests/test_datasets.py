@@ -8,7 +8,7 @@ import pytest
 from tests import fake_datasets
 from datasets import dataset_factory
 from datasets import dataset_utils
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 
 # name -> (fake writer, split, num_samples of the split, num_classes)
 UPSTREAM_LAYOUTS = {

@@ -3,7 +3,7 @@
 import pytest
 
 from deployment import model_deploy
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 DeploymentConfig = model_deploy.DeploymentConfig
 

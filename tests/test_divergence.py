@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from tests.script_runner import run_script
 from training import divergence
 from training import hooks

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from tests.script_runner import run_script
 from training import eval_input
 

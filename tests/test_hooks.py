@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from tests.fake_clock import FakeClock
 from training import divergence
 from training import hooks

@@ -10,7 +10,7 @@ from datasets import convert_folder
 from datasets import dataset_factory
 from datasets import input_pipeline
 from datasets import tfrecord_check
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from preprocessing import cropping
 from preprocessing import image_ops
 from preprocessing import preprocessing_factory

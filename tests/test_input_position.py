@@ -8,7 +8,7 @@ from absl.testing import flagsaver
 import pytest
 
 import train_image_classifier
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import preemption
 from training import run_config
 from training.flags import FLAGS

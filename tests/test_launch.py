@@ -1,4 +1,4 @@
-"""deployment.launch with a stand-in task script (no TensorFlow: fast)."""
+"""clusters.launch with a stand-in task script (no TensorFlow: fast)."""
 
 import io
 import json
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from deployment import launch
+from clusters import launch
 from tests.line_reader import LineReader
 from tests.script_runner import REPO
 from tests.script_runner import process_alive
@@ -259,10 +259,10 @@ def test_command_is_required_with_usage_status_2(capsys):
     launch.parse_args(['--num_ps', '1'])
   assert exit_info.value.code == 2
   error = capsys.readouterr().err
-  assert error.startswith('usage: python -m deployment.launch [options] -- '
+  assert error.startswith('usage: python -m clusters.launch [options] -- '
                           'SCRIPT [ARGS...]\n')
   assert error.endswith(
-      'python -m deployment.launch: error: give the script to run after --, '
+      'python -m clusters.launch: error: give the script to run after --, '
       'e.g. -- train_image_classifier.py --dataset_name=digits ...\n')
 
 
@@ -411,7 +411,7 @@ def _default_sigint():
 
 
 def _start_launcher(*args):
-  command = [sys.executable, '-m', 'deployment.launch'] + list(args)
+  command = [sys.executable, '-m', 'clusters.launch'] + list(args)
   env = dict(os.environ, PYTHONPATH=REPO)
   process = subprocess.Popen(command, cwd=REPO, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -486,7 +486,7 @@ def test_usage_without_command_exits_2():
     _kill_all(process, reader, [])
   assert process.returncode == 2
   assert output.endswith(
-      'python -m deployment.launch: error: give the script to run after --, '
+      'python -m clusters.launch: error: give the script to run after --, '
       'e.g. -- train_image_classifier.py --dataset_name=digits ...\n'), output
 
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import model_size
 from training.errors import UsageError
 

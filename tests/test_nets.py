@@ -24,7 +24,7 @@ import collections
 
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from nets import nets_factory
 
 UPSTREAM_SLIM_NAMES = (

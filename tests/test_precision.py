@@ -8,7 +8,7 @@ import pytest
 
 from deployment import model_deploy
 from deployment import precision
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from tests.script_runner import digits_accuracy
 from tests.script_runner import run_script
 from training import optimizers

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import preemption
 from tests.script_runner import REPO
 from tests.script_runner import kill_group

@@ -1,4 +1,4 @@
-"""deployment.quiet: the library lines nobody can act on stay off stderr."""
+"""tf2_compat.quiet: the library lines nobody can act on stay off stderr."""
 
 import logging
 import os
@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from deployment import quiet
+from tf2_compat import quiet
 from tests.script_runner import REPO
 
 # Builds what used to print every kind of noise: the layers and optimizers a
@@ -16,7 +16,7 @@ from tests.script_runner import REPO
 # verbosity), a session; then writes one line of each kind a user must see.
 PROGRAM = '''
 import warnings
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 tf.logging.set_verbosity(tf.logging.INFO)
 with tf.Graph().as_default():
   net = slim.conv2d(tf.ones([2, 8, 8, 1]), 4, [3, 3],
@@ -34,7 +34,7 @@ warnings.warn('a warning of the user')
 print('GPUs found: %d' % len(tf.config.list_physical_devices('GPU')))
 '''
 
-# What a run printed before deployment.quiet (TensorFlow's C++ INFO lines go
+# What a run printed before tf2_compat.quiet (TensorFlow's C++ INFO lines go
 # by the default TF_CPP_MIN_LOG_LEVEL=2).
 CUDA_NOISE = [
     'absl::InitializeLog() is called',
@@ -89,7 +89,7 @@ def test_only_the_lines_of_the_project_and_the_user_are_printed():
 
 
 KERAS_PROGRAM = '''
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 print('tf.keras from', tf.keras.layers.Dense.__module__.split('.')[0])
 '''
 
@@ -124,7 +124,7 @@ def _stderr_through_filter(*chunks):
   """
   program = (
       'import os\n'
-      'from deployment import quiet\n'
+      'from tf2_compat import quiet\n'
       'with quiet.native_stderr_filtered() as filtered:\n'
       '  assert filtered\n'
       '  for chunk in %r:\n'

@@ -110,7 +110,7 @@ def test_every_bad_flag_is_reported_at_once(digits_dir):
     (['--worker_replicas=2'], '--worker_replicas=2 with --num_ps_tasks=0 '
      'all-reduces between worker tasks, which needs the cluster: give '
      '--worker_hosts, --job_name and --task or TF_CONFIG (python -m '
-     'deployment.launch --num_ps 0 --num_workers 2 -- '
+     'clusters.launch --num_ps 0 --num_workers 2 -- '
      'train_image_classifier.py ... starts one on this machine)'),
     (['--worker_hosts=127.0.0.1:2222,127.0.0.1:2223', '--job_name=worker',
       '--task=1', '--sync_replicas'],

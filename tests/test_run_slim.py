@@ -1,4 +1,4 @@
-"""python -m deployment.run_slim SCRIPT: an existing Slim program, unchanged."""
+"""python -m tf2_compat.run_slim SCRIPT: an existing Slim program, unchanged."""
 
 import os
 import re
@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from deployment import run_slim
-from deployment.slim_compat import tf
+from tf2_compat import run_slim
+from tf2_compat.slim_compat import tf
 from tests.script_runner import REPO, script_env
 
 TF1_PROGRAM = os.path.join(REPO, 'tests', 'tf1_program')
@@ -20,7 +20,7 @@ def _run_slim(*args, cwd=REPO, timeout=180, pythonpath=None):
   if pythonpath:
     env['PYTHONPATH'] += os.pathsep + str(pythonpath)
   return subprocess.run(
-      [sys.executable, '-m', 'deployment.run_slim'] + [str(a) for a in args],
+      [sys.executable, '-m', 'tf2_compat.run_slim'] + [str(a) for a in args],
       cwd=cwd, env=env, stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
 
@@ -148,7 +148,7 @@ def test_the_script_gets_the_compat_layer_and_the_contrib_stubs(tmp_path):
       from tensorflow.contrib import framework as contrib_framework
       from tensorflow.contrib import slim as contrib_slim
       from tensorflow.contrib import training as contrib_training
-      from deployment import slim_loops
+      from tf2_compat import slim_loops
       assert contrib_slim is slim
       assert contrib_framework.arg_scope is slim.arg_scope
       assert contrib_training.create_train_op is slim.training.create_train_op
@@ -281,7 +281,7 @@ def imported_in(module_name):
 print('script', tf is sys.modules['tensorflow'], tf.app is tf.compat.v1.app)
 for name in ('tensorflow.python.ops.nn_ops', 'tf_slim.layers.layers',
              'tf_keras.src.legacy_tf_layers.core', 'deployment.model_deploy',
-             'deployment.slim_compat'):
+             'tf2_compat.slim_compat'):
   __import__(name)
   print(name, imported_in(name) is sys.modules['tensorflow'])
 print('eager', tf.executing_eagerly())
@@ -306,7 +306,7 @@ def test_tf1_leaves_libraries_and_this_project_the_real_tensorflow(tf1_probe):
   assert tf1_probe[1:6] == [
       'tensorflow.python.ops.nn_ops True', 'tf_slim.layers.layers True',
       'tf_keras.src.legacy_tf_layers.core True',
-      'deployment.model_deploy True', 'deployment.slim_compat True']
+      'deployment.model_deploy True', 'tf2_compat.slim_compat True']
 
 
 def test_tf1_switches_the_process_to_graph_mode(tf1_probe):
@@ -366,7 +366,7 @@ def test_a_tf1_name_without_tf1_is_one_line_saying_to_add_it(tmp_path):
   assert result.returncode == 2
   assert result.stderr == (
       'error: %s:2: tf.app is TF 1.x API, which TF 2.21 does not have; run '
-      'the program with --tf1: python -m deployment.run_slim --tf1 %s '
+      'the program with --tf1: python -m tf2_compat.run_slim --tf1 %s '
       '--train_dir=/tmp/x\n' % (path, path))
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import schedule
 
 

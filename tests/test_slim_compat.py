@@ -1,4 +1,4 @@
-"""tf-slim 1.1.0 works on TF 2.21 through deployment.slim_compat."""
+"""tf-slim 1.1.0 works on TF 2.21 through tf2_compat.slim_compat."""
 
 import importlib
 import sys
@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from deployment import slim_compat
-from deployment.slim_compat import slim, tf
+from tf2_compat import slim_compat
+from tf2_compat.slim_compat import slim, tf
 
 EXPECTED_ALIASES = [
     'tensorflow.python.framework.ops.Tensor',

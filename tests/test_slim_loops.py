@@ -2,7 +2,7 @@
 
 Each test builds its graph under `with tf.Graph().as_default()` (the `graph`
 fixture) and never calls disable_eager_execution: the way upstream Slim
-programs run once `deployment.slim_compat` is imported.
+programs run once `tf2_compat.slim_compat` is imported.
 """
 
 import glob
@@ -14,8 +14,8 @@ import warnings
 import numpy as np
 import pytest
 
-from deployment import slim_loops
-from deployment.slim_compat import slim, tf
+from tf2_compat import slim_loops
+from tf2_compat.slim_compat import slim, tf
 from datasets import dataset_factory
 
 # It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
@@ -78,7 +78,7 @@ def test_train_runs_the_supervisor_threads_in_graph_mode(graph, tmp_path):
 
 
 def test_without_the_fix_the_step_counter_thread_fails(graph, tmp_path):
-  # Pins the TF 2.21 behaviour deployment.slim_loops exists for: when this
+  # Pins the TF 2.21 behaviour tf2_compat.slim_loops exists for: when this
   # test fails, TensorFlow fixed it and the wrappers can go.
   train_op = slim.learning.create_train_op(
       _regression_loss(), tf.train.GradientDescentOptimizer(0.1))
@@ -411,7 +411,7 @@ def test_dataset_data_provider_reads_a_project_dataset(digits_dir):
              for image, _ in read)
 
 
-# deployment.slim_loops
+# tf2_compat.slim_loops
 
 
 def test_a_looper_thread_runs_in_its_creators_graph(graph):

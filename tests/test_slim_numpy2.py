@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from deployment import slim_numpy2
-from deployment.slim_compat import slim, tf
+from tf2_compat import slim_numpy2
+from tf2_compat.slim_compat import slim, tf
 
 VALUES = np.arange(24, dtype=np.float32).reshape(6, 4)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from deployment import model_deploy
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from tests.script_runner import run_script
 
 PER_CLONE_BATCH = 3

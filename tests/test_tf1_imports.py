@@ -1,4 +1,4 @@
-"""deployment.tf1_imports and program_tree: TF 1.x's tensorflow, for a program.
+"""tf2_compat.tf1_imports and program_tree: TF 1.x's tensorflow, for a program.
 
 Each test writes a small program into tmp_path, installs the import hook
 for it in this process, imports the program's modules and removes them
@@ -13,10 +13,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from deployment import contrib_stubs
-from deployment import program_tree
-from deployment import tf1_imports
-from deployment.slim_compat import slim, tf
+from tf2_compat import contrib_stubs
+from tf2_compat import program_tree
+from tf2_compat import tf1_imports
+from tf2_compat.slim_compat import slim, tf
 
 REAL_TENSORFLOW = sys.modules['tensorflow']
 
@@ -261,6 +261,16 @@ def test_the_projects_deployment_wins_over_the_programs(program):
   model_deploy = _import('uses_deploy').model_deploy
   assert model_deploy.__file__ == os.path.join(
       program_tree.PROJECT_ROOT, 'deployment', 'model_deploy.py')
+
+
+@pytest.mark.parametrize('package', program_tree.PROJECT_PACKAGES)
+def test_the_projects_packages_are_found_in_its_root_first(
+    program, monkeypatch, package):
+  program.write('%s/__init__.py' % package, 'raise ImportError("copy")\n')
+  monkeypatch.setattr(sys, 'path', [str(program.root)] + sys.path)
+  spec = program_tree.installed_finder().find_spec(package)
+  assert spec.origin == os.path.join(program_tree.PROJECT_ROOT, package,
+                                     '__init__.py')
 
 
 def test_uninstall_leaves_later_imports_alone(program):

@@ -8,7 +8,7 @@ unconverted calls then do on TF 2.21.
 
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 import tensorflow as tf2  # pylint: disable=g-import-not-at-top,wrong-import-order
 from tensorflow.tools.compatibility import ast_edits
 from tensorflow.tools.compatibility import tf_upgrade_v2

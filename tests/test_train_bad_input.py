@@ -7,7 +7,7 @@ import shutil
 from absl.testing import flagsaver
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 import train_image_classifier
 from training import run_config
 from training import errors

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from tests.script_runner import assert_one_usage_error
 from tests.script_runner import kill_group
 from tests.script_runner import run_script

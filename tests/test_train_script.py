@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from tests.script_runner import digits_accuracy
 from tests.script_runner import kill_group
 from tests.script_runner import run_script

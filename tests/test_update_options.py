@@ -8,7 +8,7 @@ import pytest
 from deployment import model_deploy
 from deployment import update
 from deployment.deployment_config import uses_all_reduce
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 @pytest.mark.parametrize('kwargs,message', [

@@ -4,7 +4,7 @@ tests/upstream_style_train.py and upstream_style_eval.py are written as
 programs built on upstream Slim are: DatasetDataProvider, tf.train.batch,
 prefetch_queue, model_deploy clones, slim.learning.train,
 slim.evaluation.evaluate_once. They run unchanged, through
-`python -m deployment.run_slim` and by a plain import.
+`python -m tf2_compat.run_slim` and by a plain import.
 """
 
 import re
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from tests.script_runner import REPO, script_env
 
 TRAIN_FLAGS = [
@@ -49,12 +49,12 @@ def _accuracy(eval_output):
 @pytest.mark.slow
 def test_train_and_evaluate_through_run_slim(digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  output = _python('-m', 'deployment.run_slim', 'tests/upstream_style_train.py',
+  output = _python('-m', 'tf2_compat.run_slim', 'tests/upstream_style_train.py',
                    '--dataset_dir=' + digits_dir, '--train_dir=' + train_dir,
                    *TRAIN_FLAGS)
   assert 'Recording summary at step' in output        # Supervisor threads
   assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-120')
-  output = _python('-m', 'deployment.run_slim', 'tests/upstream_style_eval.py',
+  output = _python('-m', 'tf2_compat.run_slim', 'tests/upstream_style_eval.py',
                    '--dataset_dir=' + digits_dir,
                    '--checkpoint_path=' + train_dir,
                    '--eval_dir=' + str(tmp_path / 'eval'), *EVAL_FLAGS)
@@ -67,8 +67,8 @@ def test_train_and_evaluate_through_run_slim(digits_dir, tmp_path):
 PLAIN_IMPORT = """
 import sys
 from absl import flags
-from deployment import slim_loops
-from deployment.slim_compat import tf
+from tf2_compat import slim_loops
+from tf2_compat.slim_compat import tf
 from tests import upstream_style_train
 flags.FLAGS(['upstream_style_train'] + sys.argv[1:])
 upstream_style_train.main(None)

@@ -107,7 +107,7 @@ KNOWN_CAUSES = (
 # and no-fix passes instead.
 LIBRARY_FIXES = (
     ('ops/variables_test:AssignFromCheckpointTest.testLoadPartitionedVariables',
-     'deployment.slim_numpy2',
+     'tf2_compat.slim_numpy2',
      '`assign_from_checkpoint` cuts partitions out of the checkpoint value '
      'with a list of slices, an IndexError since NumPy 1.23'),
 )

@@ -4,9 +4,9 @@
     python tests/tf_slim_suite.py --only learning_test,layers/layers_test
 
 The tf-slim wheel ships its 35 `*_test.py` files. Each runs in a process of
-its own as `python -m deployment.run_slim FILE`, the way any Slim program
-runs on this project: the aliases of `deployment.slim_compat`, the loop
-threads of `deployment.slim_loops` and the tensorflow.contrib stubs, and
+its own as `python -m tf2_compat.run_slim FILE`, the way any Slim program
+runs on this project: the aliases of `tf2_compat.slim_compat`, the loop
+threads of `tf2_compat.slim_loops` and the tensorflow.contrib stubs, and
 nothing set up by hand. (The files switch eager execution off themselves,
 in `setUpModule`.)
 
@@ -24,9 +24,9 @@ that the yardstick measures the loop fix:
   eager   the loop tests (learning, training, evaluation) run again with
           those fixes and with eager execution left on, graph mode entered
           in the main thread only, as in a user's program: the threads the
-          loops start begin eager, and only `deployment.slim_loops` keeps
+          loops start begin eager, and only `tf2_compat.slim_loops` keeps
           them working;
-  no-fix  the eager pass once more with `deployment.slim_loops` removed:
+  no-fix  the eager pass once more with `tf2_compat.slim_loops` removed:
           it must fail ("global_step:0 ... is out of scope").
 
 The report, with the totals of every pass, goes to --output. Exit status 1
@@ -57,7 +57,7 @@ FILE_TIMEOUT_SECS = 3600
 # eager execution left on for the process. Each test runs with graph mode
 # entered in the main thread only (`context.graph_mode()`, what `with
 # tf.Graph().as_default()` enters), so the threads the loops start begin
-# eager, as in a user's program: only deployment.slim_loops keeps them
+# eager, as in a user's program: only tf2_compat.slim_loops keeps them
 # working.
 EAGER_FILES = ('learning_test', 'evaluation_test', 'training/training_test',
                'training/evaluation_test')
@@ -73,7 +73,7 @@ from tensorflow.python.eager import context
 
 def install():
   if os.environ.get('%s'):
-    from deployment import slim_loops
+    from tf2_compat import slim_loops
     slim_loops.uninstall()
   run = unittest.TestCase.run
 
@@ -137,7 +137,7 @@ def run_file(path, stem, shims, extra_env):
   with open(stem + '.log', 'w') as log:
     try:
       status = subprocess.run(
-          [sys.executable, '-m', 'deployment.run_slim', path,
+          [sys.executable, '-m', 'tf2_compat.run_slim', path,
            '--xml_output_file=%s.xml' % stem],
           cwd=os.path.dirname(stem), env=env, stdout=log,
           stderr=subprocess.STDOUT, timeout=FILE_TIMEOUT_SECS,
@@ -242,7 +242,7 @@ def _problems(passes):
                for p in passes for name, (status, _) in p.files.items()
                if status is None]
   if passes[3].files and not passes[3].failed():
-    problems.append('the eager pass passes without deployment.slim_loops: '
+    problems.append('the eager pass passes without tf2_compat.slim_loops: '
                     'it no longer tests the fix')
   return problems
 
@@ -258,7 +258,7 @@ def report(passes, seconds):
       '',
       'Written by `make tf-slim-suite` (`tests/tf_slim_suite.py`). Each of '
       'the %d `*_test.py` files of the tf-slim wheel runs as `python -m '
-      'deployment.run_slim FILE` (NumPy 2.4, tf-keras 2.21). The files '
+      'tf2_compat.run_slim FILE` (NumPy 2.4, tf-keras 2.21). The files '
       'switch eager execution off themselves; "skipped" counts the tests '
       'they skip and TF\'s `test_session` helper, which absltest lists as '
       '"Not a test".' % len(shipped.files),
@@ -271,7 +271,7 @@ def report(passes, seconds):
                             'fixed (Fix column below)'),
                     (eager, 'the loop tests, fixed, eager execution left '
                             'on (graph mode in the main thread only)'),
-                    (unfixed, 'the same without deployment.slim_loops')):
+                    (unfixed, 'the same without tf2_compat.slim_loops')):
     counts = one.counts()
     lines.append('| %s: %s | %d | %d | %d | %d |' % (
         one.name, what, len(one.outcomes), counts['passed'],
@@ -289,7 +289,7 @@ def report(passes, seconds):
       'With the test code fixed, %d of the %d tests of the loops '
       '(`learning_test`, `evaluation_test`, `training/*`) pass with eager '
       'execution left on, the way a user\'s program runs. Without '
-      '`deployment.slim_loops`, %d of them fail, %d with the error of the '
+      '`tf2_compat.slim_loops`, %d of them fail, %d with the error of the '
       'issue (`global_step:0 ... is out of scope`, raised in a Supervisor '
       'thread).' % (
           eager.counts()['passed'],
@@ -318,7 +318,7 @@ def report(passes, seconds):
           ', '.join('%s (%d)' % item for item in sorted(files.items()))))
     lines.append('')
   lines += ['## Library failures the compat layer mends', '',
-            'Beyond the TF-internal names `deployment.slim_compat` '
+            'Beyond the TF-internal names `tf2_compat.slim_compat` '
             'restores:', '',
             '| test | mended by | what | fixed pass |', '|---|---|---|---|']
   for test, module, what in tf_slim_causes.LIBRARY_FIXES:

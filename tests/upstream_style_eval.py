@@ -8,7 +8,7 @@ over `ceil(num_samples / batch_size)` batches. It prints one line per
 metric, `eval/Accuracy = 0.9750`, and writes them as summaries to
 --eval_dir.
 
-    python -m deployment.run_slim tests/upstream_style_eval.py \\
+    python -m tf2_compat.run_slim tests/upstream_style_eval.py \\
         --dataset_name=digits --dataset_dir=/tmp/digits \\
         --dataset_split_name=test --model_name=lenet --batch_size=40 \\
         --checkpoint_path=/tmp/digits_train --eval_dir=/tmp/digits_eval

@@ -9,7 +9,7 @@ imports (`tensorflow.compat.v1`, `tf_slim`, the Slim `datasets`,
 `deployment`, `nets`, `preprocessing` packages) and never calls
 `disable_eager_execution()`: the tests run it unchanged.
 
-    python -m deployment.run_slim tests/upstream_style_train.py \\
+    python -m tf2_compat.run_slim tests/upstream_style_train.py \\
         --dataset_name=digits --dataset_dir=/tmp/digits --model_name=lenet \\
         --num_clones=2 --clone_on_cpu --batch_size=32 --optimizer=adam \\
         --learning_rate=0.001 --max_number_of_steps=500 \\

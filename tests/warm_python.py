@@ -7,7 +7,7 @@ it forks a child that runs the script as `__main__` with the given
 arguments, working directory, environment and output pipe, in a session of
 its own (so `os.killpg(pid, ...)` reaches it and whatever it starts).
 
-Only third-party modules and `deployment.quiet` are imported here: the
+Only third-party modules and `tf2_compat.quiet` are imported here: the
 project's other modules and its flags load in each child, as in a fresh
 process. What a child cannot get afresh is what those imports read from
 the environment once (for instance TF_CPP_MIN_LOG_LEVEL), so the server
@@ -35,9 +35,9 @@ import traceback
 
 import numpy as np
 
-# TensorFlow as the project imports it (deployment.quiet reads nothing else
+# TensorFlow as the project imports it (tf2_compat.quiet reads nothing else
 # of the project), then the libraries every script loads.
-from deployment import quiet
+from tf2_compat import quiet
 quiet.import_tensorflow()
 # pylint: disable=g-import-not-at-top,unused-import,wrong-import-position
 import tf_keras

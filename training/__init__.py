@@ -1,1 +1,1 @@
-"""Pieces of train_image_classifier.py: schedule, optimizers, fine-tuning, hooks."""
+"""Pieces of train_image_classifier.py: schedule, optimizers, fine-tuning, hooks; imports tf2_compat, deployment, clusters, nets, preprocessing, datasets."""

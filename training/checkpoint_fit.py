@@ -17,7 +17,7 @@ the checkpoint's index alone, before any session exists:
 
 import inspect
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from nets import nets_factory
 from training import input_position
 from training.errors import UsageError

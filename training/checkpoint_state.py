@@ -33,7 +33,7 @@ from google.protobuf import text_format
 from tensorflow.python.training import checkpoint_state_pb2
 from tensorflow.python.util import deprecation
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training.errors import UsageError
 
 INDEX_NAME = 'checkpoint'

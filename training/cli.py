@@ -20,7 +20,7 @@ import sys
 from absl import app
 from absl import flags
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import errors
 from training.errors import ScriptError
 

@@ -43,7 +43,7 @@ import typing
 
 import numpy as np
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import checkpoint_state
 
 DIVERGED_DIR = 'diverged'

@@ -103,7 +103,7 @@ def call_for_flag(flag_text, fn, *args, **kwargs):
   it raises becomes a UsageError prefixed with the flags that chose it.
   """
   # pylint: disable=g-import-not-at-top
-  from deployment.slim_compat import tf
+  from tf2_compat.slim_compat import tf
   try:
     return fn(*args, **kwargs)
   except (ValueError, FileNotFoundError) as e:

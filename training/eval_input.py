@@ -1,6 +1,6 @@
 """Evaluation input for several clones: every example counted once."""
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def padded_batches(batches, batch_size):

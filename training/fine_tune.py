@@ -2,7 +2,7 @@
 
 import os
 
-from deployment.slim_compat import slim, tf
+from tf2_compat.slim_compat import slim, tf
 from training import checkpoint_fit
 from training.errors import UsageError
 

@@ -11,7 +11,7 @@ Upstream defaults are kept. Flags that differ from upstream:
                      gone from TF 2.x.
   --ps_strategy, --cache_variable_reads, --non_chief_wait_secs,
   --ps_hosts, --worker_hosts, --job_name
-                     new, for clusters (see deployment/cluster.py).
+                     new, for clusters (see clusters/cluster.py).
 """
 
 from absl import flags
@@ -143,7 +143,7 @@ flags.DEFINE_integer('random_seed', None,
 flags.DEFINE_string('ps_hosts', '',
                     'Comma-separated host:port of the ps tasks; with '
                     '--worker_hosts and --job_name, or use TF_CONFIG instead '
-                    '(see deployment/cluster.py).')
+                    '(see clusters/cluster.py).')
 flags.DEFINE_string('worker_hosts', '',
                     'Comma-separated host:port of the workers, the chief '
                     '(task 0) first.')

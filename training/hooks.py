@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 class NonFiniteWeightsError(RuntimeError):

@@ -28,7 +28,7 @@ chief's shard resumes exactly; the others start their shard over.
 
 from tensorflow.python.util import deprecation
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 LAYOUT_NAME = 'input_position/layout'
 

@@ -10,7 +10,7 @@ on the built graph instead, and names the biggest variable and the flag.
   check(tf.global_variables(), '--train_image_size=2000', 'lenet', 28)
 """
 
-from deployment import launch
+from clusters import launch
 from training.errors import UsageError
 
 GIB = 1 << 30

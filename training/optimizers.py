@@ -1,6 +1,6 @@
 """The optimizers of the upstream `--optimizer` flag."""
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 def _adadelta(rate, f):

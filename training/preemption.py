@@ -38,7 +38,7 @@ import socket
 import sys
 import threading
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 class SignalStop:

@@ -27,7 +27,7 @@ checkpoint prefix is refused, naming the readable one beside it.
 
 import os
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training import checkpoint_fit
 from training import checkpoint_state
 from training import errors

@@ -16,7 +16,7 @@ import math
 import os
 import typing
 
-from deployment import cluster
+from clusters import cluster
 from deployment import device_placement
 from deployment import model_deploy
 from deployment import precision
@@ -283,7 +283,7 @@ def _check_against_cluster(f, task, problems):
         % (name, getattr(f, name), task.source, value, name))
 
 
-_LAUNCH_EXAMPLE = ('python -m deployment.launch --num_ps 0 --num_workers 2 '
+_LAUNCH_EXAMPLE = ('python -m clusters.launch --num_ps 0 --num_workers 2 '
                    '-- train_image_classifier.py ...')
 
 

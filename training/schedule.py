@@ -18,7 +18,7 @@ each count every step, which takes a batch on each of them.
 
 import dataclasses
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 DECAY_TYPES = ('exponential', 'fixed', 'polynomial')
 

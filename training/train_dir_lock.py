@@ -23,7 +23,7 @@ import os
 import socket
 import time
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 from training.errors import UsageError
 
 LOCK_NAME = 'train.lock'

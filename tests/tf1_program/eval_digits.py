@@ -1,6 +1,6 @@
 """Measures the digits LeNet on the test split: a TF 1.x Slim program.
 
-    PYTHONPATH=tests/tf1_program/models python -m deployment.run_slim --tf1 \\
+    PYTHONPATH=tests/tf1_program/models python -m tf2_compat.run_slim --tf1 \\
         tests/tf1_program/eval_digits.py --dataset_dir=/tmp/digits \\
         --checkpoint_dir=/tmp/digits_tf1
 

@@ -3,7 +3,7 @@
 It is written as TF 1.x programs built on Slim's model_deploy were, and
 runs unchanged on TF 2.21 through
 
-    PYTHONPATH=tests/tf1_program/models python -m deployment.run_slim --tf1 \\
+    PYTHONPATH=tests/tf1_program/models python -m tf2_compat.run_slim --tf1 \\
         tests/tf1_program/train_digits.py --dataset_dir=/tmp/digits \\
         --train_dir=/tmp/digits_tf1
 

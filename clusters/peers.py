@@ -23,7 +23,7 @@ that goes away later is TensorFlow's to handle, as before.
 import socket
 import time
 
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 # What an HTTP/2 client sends first: the connection preface, then an empty
 # SETTINGS frame (length 0, type 4, no flags, stream 0).

@@ -14,10 +14,10 @@
 import re
 import zlib
 
-from deployment import cluster
+from clusters import cluster
 from deployment import collectives
 from deployment import model_deploy
-from deployment.slim_compat import tf
+from tf2_compat.slim_compat import tf
 
 
 class NonChiefSessionCreator(tf.train.SessionCreator):

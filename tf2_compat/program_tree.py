@@ -1,11 +1,11 @@
 """Which modules of the process are the program's own, and its packages first.
 
-`python -m deployment.run_slim SCRIPT.py` runs someone else's program in a
+`python -m tf2_compat.run_slim SCRIPT.py` runs someone else's program in a
 process that also holds TensorFlow, tf-slim, tf-keras and this project. Two
 things need to tell the program's modules from the rest:
 
   - `--tf1` gives the program's own modules TF 1.x's `tensorflow`, and only
-    them (`deployment.tf1_imports`);
+    them (`tf2_compat.tf1_imports`);
   - a program's own `nets`, `datasets` and `preprocessing` packages win over
     this project's packages of the same names, wherever the program's
     `sys.path` puts them: programs built on research/slim bring their own
@@ -16,8 +16,9 @@ The rule is by file location. A file is the program's when it is neither
 under the Python installation (the standard library, any site-packages,
 where TensorFlow, tf-slim and tf-keras are) nor under this project's root;
 the script's own folder is the program's even inside this project's root
-(when it is not the root itself). This project's `deployment` package is
-always this project's: the runner imported it before the program runs.
+(when it is not the root itself). This project's own packages
+(`deployment`, ...) are always found in this project's root, even when the
+program brings a copy of upstream's `deployment/`.
 """
 
 import importlib.abc
@@ -32,6 +33,9 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # This project's packages that Slim programs often carry a copy of.
 OWN_PACKAGES = ('nets', 'datasets', 'preprocessing')
+
+# This project's packages that always come from its root.
+PROJECT_PACKAGES = ('deployment', 'clusters', 'tf2_compat')
 
 _LIBRARIES = ('tensorflow', 'tf_slim', 'tf_keras')
 
@@ -101,6 +105,8 @@ class ProgramTree:
 class _ProgramFinder(importlib.abc.MetaPathFinder):
   """Finds OWN_PACKAGES in the program's `sys.path` entries first.
 
+  PROJECT_PACKAGES are found in this project's root only.
+
   With a `loader_class`, the program's source modules (wherever they are
   found) load with it; other modules are left to the finders after this
   one, which do as they always did.
@@ -115,6 +121,9 @@ class _ProgramFinder(importlib.abc.MetaPathFinder):
     if path is None and fullname in OWN_PACKAGES:
       own = importlib.machinery.PathFinder.find_spec(
           fullname, self.tree.search_path(), target)
+    elif path is None and fullname in PROJECT_PACKAGES:
+      own = importlib.machinery.PathFinder.find_spec(
+          fullname, [PROJECT_ROOT], target)
     spec = own
     if spec is None and self.loader_class is not None:
       spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)

@@ -11,7 +11,7 @@ program's: the script, its tree, its PYTHONPATH), this module's TF1_API:
 
   - `tf.X` is `tf.compat.v1.X`, whose names have their TF 1.x meaning
     (`tf.summary` is `tf.compat.v1.summary`, ...);
-  - `tf.contrib` is `deployment.contrib_stubs`' package;
+  - `tf.contrib` is `tf2_compat.contrib_stubs`' package;
   - `tf.compat` is TensorFlow's, and a name compat.v1 lacks is the
     submodule of that name (`import tensorflow.python.ops.math_ops as m`).
 
@@ -27,9 +27,9 @@ import importlib.machinery
 import sys
 import types
 
-from deployment import contrib_stubs
-from deployment import program_tree
-from deployment.slim_compat import tf as _tf_v1  # Imports TensorFlow quietly.
+from tf2_compat import contrib_stubs
+from tf2_compat import program_tree
+from tf2_compat.slim_compat import tf as _tf_v1  # Imports TensorFlow quietly.
 
 PACKAGE = 'tensorflow'
 
