@@ -43,9 +43,9 @@ from datasets import convert_flowers
 from datasets import convert_folder
 from datasets import convert_mnist
 from datasets import imagenet
+from tf2_compat.op_errors import op_error_reason
 from tf2_compat.slim_compat import tf
 from training import cli
-from training import errors
 from training.errors import Problems
 from training.errors import ScriptError
 from training.errors import UsageError
@@ -160,7 +160,7 @@ def convert_and_report(f):
     raise ScriptError(
         'converting %s into %s failed: %s; no file was left half-written, '
         'and a rerun converts again' % (f.dataset_name, f.dataset_dir,
-                                         errors.op_error_reason(e))
+                                         op_error_reason(e))
     ) from None
   print('%s is ready in %s:' % (f.dataset_name, f.dataset_dir))
   for name, value in sorted(paths.items()):

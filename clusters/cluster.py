@@ -47,6 +47,7 @@ import socket
 import threading
 import time
 
+from deployment import deployment_config
 from deployment import device_placement
 from tf2_compat.slim_compat import tf
 
@@ -155,12 +156,14 @@ class ClusterTask:
   def all_reduce(self):
     """Several workers and no ps: each worker holds the variables and the
     workers all-reduce their gradients."""
-    return self.num_workers > 1 and not self.num_ps_tasks
+    return deployment_config.uses_all_reduce(self.num_workers,
+                                             self.num_ps_tasks)
 
   @property
   def is_chief(self):
     """Worker 0 initialises the model and writes checkpoints."""
-    return self._job_name == WORKER_JOB and self._task_index == 0
+    return (self._job_name == WORKER_JOB
+            and deployment_config.is_chief_replica(self._task_index))
 
   @property
   def address(self):

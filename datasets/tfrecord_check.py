@@ -23,8 +23,8 @@ import contextlib
 
 import numpy as np
 
+from tf2_compat.op_errors import op_error_reason
 from tf2_compat.slim_compat import tf
-from training.errors import op_error_reason
 
 
 class _RecordCounter:

@@ -19,6 +19,12 @@ def uses_all_reduce(num_replicas, num_ps_tasks):
   return num_replicas > 1 and num_ps_tasks == 0
 
 
+def is_chief_replica(replica_id):
+  """The rule: replica (worker task) 0 is the chief; it initialises the
+  model and writes the checkpoints and summaries."""
+  return replica_id == 0
+
+
 class DeploymentConfig:
   """Where each part of a deployed model runs.
 
@@ -178,7 +184,7 @@ class DeploymentConfig:
 
   @property
   def is_chief(self):
-    return self._replica_id == 0
+    return is_chief_replica(self._replica_id)
 
   def __repr__(self):
     extra = ''

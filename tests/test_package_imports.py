@@ -6,9 +6,8 @@ of this project.` This test reads that rule and every import statement of
 the package's modules (by parsing them, not importing them).
 
 Re-export modules that keep an old import path working may import their
-new home (`deployment.cluster` imports `clusters.cluster`). KNOWN_EXCEPTIONS
-lists the imports that break a rule today, each with its reason, so none
-is added unseen.
+new home (`deployment.cluster` imports `clusters.cluster`); no other
+module breaks its package's rule.
 """
 
 import ast
@@ -25,13 +24,6 @@ PACKAGES = ('tf2_compat', 'deployment', 'clusters', 'nets', 'preprocessing',
 RE_EXPORTS = {
     'deployment.cluster': 'clusters.cluster',
     'deployment.launch': 'clusters.launch',
-}
-# Module -> (import, why it is allowed for now).
-KNOWN_EXCEPTIONS = {
-    'datasets.tfrecord_check': (
-        'training.errors',
-        'op_error_reason (a TensorFlow error on one line) has no home below '
-        'datasets and training yet'),
 }
 _RULE = re.compile(r'; imports (.+?)\.?$')
 
@@ -78,8 +70,7 @@ def test_modules_import_only_the_packages_their_package_allows(package):
     for imported in imported_modules(path):
       top = imported.split('.')[0]
       if (top in PACKAGES and top not in allowed
-          and RE_EXPORTS.get(module) != imported
-          and KNOWN_EXCEPTIONS.get(module, (None,))[0] != imported):
+          and RE_EXPORTS.get(module) != imported):
         wrong.append('%s imports %s' % (module, imported))
   assert not wrong
 

@@ -7,10 +7,10 @@ import shutil
 from absl.testing import flagsaver
 import pytest
 
+from tf2_compat.op_errors import without_op_stacks
 from tf2_compat.slim_compat import tf
 import train_image_classifier
 from training import run_config
-from training import errors
 from training.errors import UsageError
 from training.flags import FLAGS
 from tests.script_runner import run_script
@@ -347,7 +347,7 @@ def test_an_op_error_in_a_message_is_cut_to_its_reason(graph):
       session.run(checked, {value: -1.0})
   message = 'reading %s failed: %s' % ('FILE', raised.value.message)
   assert 'Graph execution error' in message and '[[{{node' in message
-  short = errors.without_op_stacks(message)
+  short = without_op_stacks(message)
   assert short.startswith('reading FILE failed: assertion failed: '
                           '[value must be > 0')
   assert '\n' not in short and 'Graph execution error' not in short

@@ -10,4 +10,7 @@ Every other package imports `tf` and `slim` from here:
   * `run_slim`: `python -m tf2_compat.run_slim SCRIPT.py` runs an existing
     Slim program unchanged; `contrib_stubs`, `tf1_imports` and
     `program_tree` serve it.
+  * `op_errors`: a TensorFlow op error cut to its reason, on one line.
+  * `patching`: how the fixes wrap a library's functions in place and put
+    them back.
 """

@@ -42,6 +42,7 @@ import importlib.util
 import sys
 import types
 
+from tf2_compat import patching
 from tf2_compat import slim_compat  # pylint: disable=unused-import
 
 PACKAGE = 'tensorflow.contrib'
@@ -160,11 +161,6 @@ DEFAULT_ADVICE = ('tensorflow.contrib was removed in TF 2.0: look in core TF '
 
 class RemovedInTF2Error(NotImplementedError):
   """A call of a tensorflow.contrib function or class TF 2.x does not have."""
-
-
-def _resolve(target):
-  module_name, attribute = target.split(':')
-  return getattr(importlib.import_module(module_name), attribute)
 
 
 def _relative(name):
@@ -287,7 +283,7 @@ class ContribModule(types.ModuleType):
     if self.__name__ == PACKAGE or _leads_to_a_module(relative):
       return importlib.import_module('%s.%s' % (self.__name__, name))
     if relative in REPLACEMENTS:
-      return _resolve(REPLACEMENTS[relative])
+      return patching.resolve(REPLACEMENTS[relative])
     return Removed(relative)
 
 

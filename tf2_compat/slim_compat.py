@@ -46,6 +46,7 @@ from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import variable_scope
+from tf2_compat import patching
 from tf2_compat import slim_loops
 from tf2_compat import slim_numpy2
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -74,11 +75,6 @@ _LEGACY_LAYERS = 'tf_keras.legacy_tf_layers'
 _LEGACY_LAYERS_SOURCE = 'tf_keras.src.legacy_tf_layers'
 
 
-def _resolve(target):
-  module_name, attribute = target.split(':')
-  return getattr(importlib.import_module(module_name), attribute)
-
-
 def install_aliases():
   """Restores the TF-internal names tf-slim 1.1.0 uses, where missing.
 
@@ -89,7 +85,7 @@ def install_aliases():
   restored = []
   for module, name, target in _ALIASES:
     if not hasattr(module, name):
-      setattr(module, name, _resolve(target))
+      setattr(module, name, patching.resolve(target))
       restored.append('%s.%s' % (module.__name__, name))
   if (_LEGACY_LAYERS not in sys.modules
       and importlib.util.find_spec(_LEGACY_LAYERS) is None):

@@ -63,8 +63,8 @@ from tensorflow.python.framework import ops
 from tensorflow.python.training import coordinator
 from tensorflow.python.training import supervisor
 from tensorflow.python.training import sync_replicas_optimizer
+from tf2_compat import patching
 
-_ORIGINAL = '_slim_compat_original'
 _CREATOR_GRAPH = '_slim_compat_creator_graph'
 
 
@@ -188,14 +188,9 @@ def _targets():
           (learning, 'train', _train_on_tf2))
 
 
-def _name(owner, attribute):
-  return '%s.%s' % (getattr(owner, '__qualname__', owner.__name__), attribute)
-
-
 def installed():
   """Whether the functions of `_targets()` are wrapped."""
-  return all(hasattr(vars(owner)[attribute], _ORIGINAL)
-             for owner, attribute, _ in _targets())
+  return patching.installed(_targets())
 
 
 def install():
@@ -205,21 +200,9 @@ def install():
     The functions wrapped now, as 'Owner.name' strings (empty when they
     already were).
   """
-  wrapped = []
-  for owner, attribute, wrap in _targets():
-    original = vars(owner)[attribute]
-    if hasattr(original, _ORIGINAL):
-      continue
-    replacement = wrap(original)
-    setattr(replacement, _ORIGINAL, original)
-    setattr(owner, attribute, replacement)
-    wrapped.append(_name(owner, attribute))
-  return wrapped
+  return patching.install(_targets())
 
 
 def uninstall():
   """Puts the original functions back."""
-  for owner, attribute, _ in _targets():
-    original = getattr(vars(owner)[attribute], _ORIGINAL, None)
-    if original is not None:
-      setattr(owner, attribute, original)
+  patching.uninstall(_targets())

@@ -20,9 +20,7 @@ import functools
 import importlib
 
 import tensorflow.compat.v1 as tf
-
-_ORIGINAL = '_slim_compat_original'
-_NAME = 'assign_from_checkpoint'
+from tf2_compat import patching
 
 
 def _slice_info(variable):
@@ -98,32 +96,21 @@ def _assigning_partitions_here(assign_from_checkpoint):
   return wrapper
 
 
-def _owners():
+def _targets():
   # tf_slim binds the function again at import (`from ... import *`).
-  return (importlib.import_module('tf_slim.ops.variables'),
-          importlib.import_module('tf_slim'))
+  return tuple((importlib.import_module(owner), 'assign_from_checkpoint',
+                _assigning_partitions_here)
+               for owner in ('tf_slim.ops.variables', 'tf_slim'))
 
 
 def installed():
-  return all(hasattr(getattr(owner, _NAME), _ORIGINAL) for owner in _owners())
+  return patching.installed(_targets())
 
 
 def install():
   """Wraps slim.assign_from_checkpoint; returns the names wrapped now."""
-  wrapped = []
-  for owner in _owners():
-    original = getattr(owner, _NAME)
-    if hasattr(original, _ORIGINAL):
-      continue
-    replacement = _assigning_partitions_here(original)
-    setattr(replacement, _ORIGINAL, original)
-    setattr(owner, _NAME, replacement)
-    wrapped.append('%s.%s' % (owner.__name__, _NAME))
-  return wrapped
+  return patching.install(_targets())
 
 
 def uninstall():
-  for owner in _owners():
-    original = getattr(getattr(owner, _NAME), _ORIGINAL, None)
-    if original is not None:
-      setattr(owner, _NAME, original)
+  patching.uninstall(_targets())

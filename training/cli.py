@@ -20,8 +20,8 @@ import sys
 from absl import app
 from absl import flags
 
+from tf2_compat.op_errors import one_line
 from tf2_compat.slim_compat import tf
-from training import errors
 from training.errors import ScriptError
 
 USAGE_EXIT_CODE = 2
@@ -63,5 +63,5 @@ def run_main(body):
 
 def _fail(exit_code, lines):
   for line in lines:
-    print('error: %s' % errors.one_line(line), file=sys.stderr)
+    print('error: %s' % one_line(line), file=sys.stderr)
   sys.exit(exit_code)

@@ -27,10 +27,10 @@ checkpoint prefix is refused, naming the readable one beside it.
 
 import os
 
+from tf2_compat.op_errors import op_error_reason
 from tf2_compat.slim_compat import tf
 from training import checkpoint_fit
 from training import checkpoint_state
-from training import errors
 from training import fine_tune
 from training.errors import UsageError
 
@@ -53,7 +53,7 @@ def unreadable_reason(prefix):
   try:
     dtypes = tf.train.load_checkpoint(prefix).get_variable_to_dtype_map()
   except (tf.errors.OpError, ValueError) as e:
-    return '%s.index cannot be read: %s' % (name, errors.op_error_reason(e))
+    return '%s.index cannot be read: %s' % (name, op_error_reason(e))
   names = sorted(dtypes)
   if not names:
     return None
@@ -75,10 +75,10 @@ def unreadable_reason(prefix):
       return ('%s is truncated: shorter than its index says'
               % _data_file_name(prefix))
     except tf.errors.NotFoundError as e:
-      return 'a data file is missing (%s)' % errors.op_error_reason(e)
+      return 'a data file is missing (%s)' % op_error_reason(e)
     except tf.errors.OpError as e:
       return '%s cannot be read: %s' % (_data_file_name(prefix),
-                                        errors.op_error_reason(e))
+                                        op_error_reason(e))
   return None
 
 

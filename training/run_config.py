@@ -17,6 +17,7 @@ import os
 import typing
 
 from clusters import cluster
+from deployment import deployment_config
 from deployment import device_placement
 from deployment import model_deploy
 from deployment import precision
@@ -297,7 +298,8 @@ def _check_all_reduce(f, num_workers, task, problems):
       'several workers and no ps tasks; drop it' % f.replica_averaging_steps)
   if task is None:
     problems.check(
-        f.worker_replicas == 1 or f.num_ps_tasks > 0,
+        not deployment_config.uses_all_reduce(f.worker_replicas,
+                                              f.num_ps_tasks),
         '--worker_replicas=%d with --num_ps_tasks=0 all-reduces between '
         'worker tasks, which needs the cluster: give --worker_hosts, '
         '--job_name and --task or TF_CONFIG (%s starts one on this machine)'
