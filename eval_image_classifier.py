@@ -138,7 +138,8 @@ def build_eval_graph(config):
       config.model.dataset, config.model.preprocess_fn, f.batch_size,
       config.image_size, is_training=False, num_readers=1,
       num_preprocessing_threads=f.num_preprocessing_threads,
-      labels_offset=f.labels_offset, num_epochs=1, check_labels=True)
+      labels_offset=f.labels_offset, num_epochs=1, check_labels=True,
+      record_counts=config.model.record_counts)
   deployment = model_deploy.DeploymentConfig(num_clones=f.num_clones,
                                              clone_on_cpu=f.clone_on_cpu)
   with tf.device(deployment.inputs_device()):

@@ -221,7 +221,8 @@ def input_batches(config):
             config.image_size, is_training=True, num_readers=f.num_readers,
             num_preprocessing_threads=f.num_preprocessing_threads,
             labels_offset=f.labels_offset, num_shards=config.num_workers,
-            shard_index=shard, seed=f.shuffle_seed, check_labels=True),
+            shard_index=shard, seed=f.shuffle_seed, check_labels=True,
+            record_counts=config.model.record_counts),
         input_position.layout(f, config.image_size, config.num_workers,
                               shard))
 

@@ -163,10 +163,12 @@ def _shards_files(num_files, num_shards):
   return num_shards > 1 and num_files >= num_shards
 
 
-def _check_files(dataset, num_shards, shard_index):
-  """Checks the first record of every file, and that the files this
-  replica reads hold one: repeating no records would never yield a batch."""
-  counts = tfrecord_check.validate_tfrecord_files(dataset.data_sources)
+def _check_files(dataset, num_shards, shard_index, counts=None):
+  """Checks the first record of every file (unless `counts` gives what a
+  check already read), and that the files this replica reads hold one:
+  repeating no records would never yield a batch."""
+  if counts is None:
+    counts = tfrecord_check.validate_tfrecord_files(dataset.data_sources)
   files = sorted(counts)
   if _shards_files(len(files), num_shards):
     mine = files[shard_index::num_shards]
@@ -181,7 +183,8 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
                  shuffle_buffer=None, num_epochs=None, seed=None,
                  num_classes=None, one_hot=False, num_shards=1,
                  shard_index=0, drop_remainder=None, validate_files=True,
-                 private_threadpool_size=None, check_labels=False):
+                 private_threadpool_size=None, check_labels=False,
+                 record_counts=None):
   """Builds the tf.data.Dataset of (images, labels) batches.
 
   Args:
@@ -219,6 +222,9 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
       [labels_offset, dataset.num_classes); reading a batch that breaks it
       raises an InvalidArgumentError that split_check.naming_bad_labels
       words.
+    record_counts: {path: records read} of the files, when a check has read
+      them already (split_check.check_split): validate_files then uses them
+      instead of reading every file again.
 
   Returns:
     A tf.data.Dataset of (float32 images [batch, height, width, channels],
@@ -254,7 +260,7 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
         deterministic=deterministic)
   else:
     if validate_files:
-      _check_files(dataset, num_shards, shard_index)
+      _check_files(dataset, num_shards, shard_index, record_counts)
     records = _records(dataset, is_training, num_readers, num_epochs, seed,
                        num_shards, shard_index)
     if is_training:

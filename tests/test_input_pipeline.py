@@ -9,6 +9,7 @@ import pytest
 from datasets import convert_folder
 from datasets import dataset_factory
 from datasets import input_pipeline
+from datasets import split_check
 from datasets import tfrecord_check
 from tf2_compat.slim_compat import tf
 from preprocessing import cropping
@@ -457,3 +458,21 @@ def test_benchmark_rows_deliver_a_flipped_or_kept_crop_scaled_exactly(
             if np.array_equal(image, value)] for image in images]
   assert all(len(keys) == 1 for keys in drawn)
   assert len({keys[0] for keys in drawn}) > 1
+
+
+def test_counts_read_at_open_spare_reading_the_files_again(digits_dir,
+                                                           monkeypatch):
+  dataset = _digits(digits_dir)
+  counts = split_check.check_split(dataset)
+
+  def read_again(paths, max_records_per_file=1):
+    raise AssertionError('read %s again' % paths)
+
+  monkeypatch.setattr(tfrecord_check, 'validate_tfrecord_files', read_again)
+  input_pipeline.make_dataset(dataset, LENET_EVAL, 4, 8, False,
+                              record_counts=counts)
+  # The counts still decide: files without records are refused.
+  with pytest.raises(split_check.EmptySplitError, match='split test of '
+                     'digits is empty'):
+    input_pipeline.make_dataset(dataset, LENET_EVAL, 4, 8, False,
+                                record_counts={path: 0 for path in counts})

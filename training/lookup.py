@@ -17,8 +17,11 @@ from training.errors import UsageError
 from training.errors import call_for_flag
 
 # num_classes is the network's: the dataset's classes minus labels_offset.
+# record_counts: {path: first records read} of the split's files, from the
+# check at open; make_dataset takes them instead of reading the files again.
 ModelAndData = collections.namedtuple(
-    'ModelAndData', ['dataset', 'num_classes', 'network_fn', 'preprocess_fn'])
+    'ModelAndData', ['dataset', 'num_classes', 'network_fn', 'preprocess_fn',
+                     'record_counts'])
 
 
 def model_and_data(flag_values, is_training, weight_decay=0.0):
@@ -48,8 +51,9 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
   num_classes = call_for_flag(
       '--labels_offset=%d' % f.labels_offset,
       split_check.classes_after_offset, dataset, f.labels_offset)
-  call_for_flag('--dataset_dir=%s' % f.dataset_dir, split_check.check_split,
-                dataset, f.labels_offset)
+  record_counts = call_for_flag('--dataset_dir=%s' % f.dataset_dir,
+                                split_check.check_split, dataset,
+                                f.labels_offset)
   network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
                              f.model_name, num_classes=num_classes,
                              weight_decay=weight_decay,
@@ -58,7 +62,8 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
       '--preprocessing_name', preprocessing_factory.get_preprocessing,
       f.preprocessing_name or f.model_name, is_training=is_training,
       use_grayscale=f.use_grayscale)
-  return ModelAndData(dataset, num_classes, network_fn, preprocess_fn)
+  return ModelAndData(dataset, num_classes, network_fn, preprocess_fn,
+                      record_counts)
 
 
 @contextlib.contextmanager
