@@ -33,11 +33,16 @@ def by_checkpoint_name(variables):
   named = {}
   for var in variables:
     info = getattr(var, '_save_slice_info', None)
-    if info is not None:
-      named[info.full_name] = (var, list(info.full_shape))
-    else:
-      named[var.op.name] = (var, var.shape.as_list())
+    named[checkpoint_name(var)] = (var, list(info.full_shape) if info
+                                   else var.shape.as_list())
   return named
+
+
+def checkpoint_name(variable):
+  """The name a tf.train.Saver gives `variable` in checkpoints."""
+  # A partition of a partitioned variable is saved as a slice of the whole.
+  info = getattr(variable, '_save_slice_info', None)
+  return info.full_name if info is not None else variable.op.name
 
 
 def misfits(named_variables, checkpoint_shapes):

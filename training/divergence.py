@@ -44,6 +44,7 @@ import typing
 import numpy as np
 
 from tf2_compat.slim_compat import tf
+from training import checkpoint_fit
 from training import checkpoint_state
 
 DIVERGED_DIR = 'diverged'
@@ -77,13 +78,6 @@ class Save:
     return statistics.median(losses) if losses else None
 
 
-def checkpoint_name(variable):
-  """The name a tf.train.Saver gives `variable` in checkpoints."""
-  # A partition of a partitioned variable is saved as a slice of the whole.
-  info = getattr(variable, '_save_slice_info', None)
-  return info.full_name if info is not None else variable.op.name
-
-
 class CheckpointHistory:
   """The chief's record of this run's losses and saves.
 
@@ -98,7 +92,8 @@ class CheckpointHistory:
 
   def __init__(self, weights):
     self.weights = [w for w in weights if w.dtype.base_dtype.is_floating]
-    self.weight_names = sorted({checkpoint_name(w) for w in self.weights})
+    self.weight_names = sorted({checkpoint_fit.checkpoint_name(w)
+                                for w in self.weights})
     self.saves = []
     self._recent = collections.deque(maxlen=RECENT_STEPS)
 
