@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test test-fast run clean-venv
+.PHONY: venv test test-fast test-system run clean-venv
 
 DIGITS_DIR := data/digits
 RUN_DIR := train_dir/digits_lenet
@@ -31,6 +31,14 @@ test: $(STAMP)
 # Everything but the slow end-to-end runs.
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"
+
+# The tests that need root and system services (tests/system): installs
+# what they need from Debian's packages, then runs them one at a time (they
+# start daemons and create network namespaces of their own, and remove
+# them afterwards). `make test` needs none of this.
+test-system: $(STAMP)
+	bash tests/system/install.sh
+	$(PY) -m pytest -q --system tests/system
 
 # The main job: LeNet on the embedded digits dataset, 2 CPU clones, then the
 # test-split accuracy. A fresh run each time (RUN_DIR is this target's own).

@@ -24,3 +24,22 @@ def digits_dir(tmp_path_factory):
   convert_digits.run(directory)
   return directory
 
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+      '--system', action='store_true',
+      help='also collect tests/system: tests that need root and system '
+           'services (Slurm, network namespaces); `make test-system` sets '
+           'those up and passes this flag')
+
+
+def pytest_ignore_collect(collection_path, config):
+  """tests/system is collected only with --system: without root and the
+  services it sets up, its tests would fail, and `make test` needs neither."""
+  if config.getoption('--system'):
+    return None
+  system_dir = os.path.join(os.path.dirname(__file__), 'system')
+  if os.path.commonpath([str(collection_path), system_dir]) == system_dir:
+    return True
+  return None

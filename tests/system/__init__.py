@@ -1,0 +1,1 @@
+"""Tests that need root and system services: run by `make test-system`."""
