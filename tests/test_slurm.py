@@ -5,18 +5,23 @@ them for the task under test (tests/system/test_slurm.py runs real srun).
 """
 
 import os
+import re
 import socket
+import subprocess
 import threading
 
 import pytest
 
 from clusters import slurm
+from tests.script_runner import REPO
 from tests.script_runner import run_script
 from tests.script_runner import script_env
 from tests.test_run_config import digits
 from training import run_config
 from training import slurm_eval
 from training.errors import UsageError
+
+SBATCH = os.path.join(REPO, 'clusters', 'slurm_two_nodes.sbatch')
 
 
 def srun_env(num_tasks, rank, nodes='localhost', tasks_per_node=None,
@@ -121,8 +126,12 @@ def test_a_task_count_that_does_not_match_exits_2(digits_dir, tmp_path):
       '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
       '--train_dir=%s' % (tmp_path / 'train'), env=env)
   assert result.returncode == 2
-  assert ('error: --num_ps_tasks=1 and --worker_replicas=3 make 4 tasks, but '
-          'this srun step has 3' in result.stdout)
+  errors = [line for line in result.stdout.splitlines()
+            if line.startswith('error:')]
+  assert len(errors) == 1, result.stdout
+  assert errors[0].startswith(
+      'error: --num_ps_tasks=1 and --worker_replicas=3 make 4 tasks, but '
+      'this srun step has 3 (SLURM_STEP_NUM_TASKS); start it with srun -n 4')
   assert not (tmp_path / 'train').exists()
 
 
@@ -232,21 +241,27 @@ class FakePsTask:
     self.worker_hosts = worker_hosts
 
 
+# What happens to which worker, and whether the ps task has ended after it.
+A_RUNNING_WORKER = [('start', 0, False), ('start', 1, False),
+                    ('end', 0, False), ('end', 1, True)]
+A_WORKER_NOT_STARTED_YET = [('start', 0, False), ('end', 0, False),
+                            ('start', 1, False), ('end', 1, True)]
+
+
 @pytest.mark.xdist_group('loopback')
-def test_a_ps_task_ends_once_every_worker_has_ended():
+@pytest.mark.parametrize('events', [A_RUNNING_WORKER,
+                                    A_WORKER_NOT_STARTED_YET],
+                         ids=['a_running_worker', 'a_worker_not_started_yet'])
+def test_a_ps_task_ends_once_every_worker_has_ended(events):
   workers = Workers(2)
   ended = threading.Event()
   try:
-    workers.start(0)
     watcher = slurm.end_with_the_workers(FakePsTask(workers.hosts),
                                          poll_secs=0.05, on_end=ended.set)
-    assert not ended.wait(0.5)  # Worker 1 has not started yet.
-    workers.start(1)
-    assert not ended.wait(0.5)
-    workers.end(0)
-    assert not ended.wait(0.5)  # Worker 1 still runs.
-    workers.end(1)
-    assert ended.wait(30)
+    for action, worker, ends in events:
+      getattr(workers, action)(worker)
+      # 0.5 s: ten polls, time for the watcher to see a worker listen.
+      assert ended.wait(30 if ends else 0.5) == ends, (action, worker)
     watcher.join(30)
     assert not watcher.is_alive()
   finally:
@@ -254,22 +269,13 @@ def test_a_ps_task_ends_once_every_worker_has_ended():
       workers.end(i)
 
 
-@pytest.mark.xdist_group('loopback')
-def test_a_ps_task_keeps_serving_while_a_worker_has_not_started():
-  workers = Workers(2)
-  ended = threading.Event()
-  try:
-    workers.start(0)
-    watcher = slurm.end_with_the_workers(FakePsTask(workers.hosts),
-                                         poll_secs=0.05, on_end=ended.set)
-    assert not ended.wait(0.3)
-    workers.end(0)
-    assert not ended.wait(1.0)  # Worker 1 may still start.
-    workers.start(1)
-    assert not ended.wait(0.5)
-    workers.end(1)
-    assert ended.wait(30)
-    watcher.join(30)
-  finally:
-    for i in range(2):
-      workers.end(i)
+def test_the_sbatch_script_of_the_page_is_the_committed_file():
+  with open(os.path.join(REPO, 'docs', 'clusters.md')) as page:
+    section = page.read().split('## Slurm\n', 1)[1]
+  with open(SBATCH) as script:
+    assert re.search(r'```sh\n(.*?)```', section, re.S).group(1) == (
+        script.read())
+
+
+def test_the_sbatch_script_parses_as_bash():
+  subprocess.run(['bash', '-n', SBATCH], check=True, timeout=30)

@@ -71,9 +71,9 @@ EOF
 
 start_munge() {
   mkdir -p "$dir/munge"
-  chmod 700 "$dir/munge"
+  chmod 755 "$dir/munge"  # The key in it is 0600.
   mungekey --create --keyfile="$dir/munge/key" >/dev/null
-  munged --force --socket="$dir/munge/socket" --key-file="$dir/munge/key" \
+  munged --socket="$dir/munge/socket" --key-file="$dir/munge/key" \
     --pid-file="$dir/munge/pid" --log-file="$dir/munge/log" \
     --seed-file="$dir/munge/seed"
 }
@@ -144,9 +144,15 @@ stop() {
   return $status
 }
 
+# After a failed start: stop what started, show the ends of the logs.
+failed_start() {
+  stop || true
+  tail -n 20 "$dir"/*.log "$dir/munge/log" >&2 2>/dev/null || true
+}
+
 case $action in
   start)
-    trap 'status=$?; [ $status = 0 ] || { stop || true; tail -n 20 "$dir"/*.log "$dir/munge/log" >&2 2>/dev/null || true; }' EXIT
+    trap 'status=$?; [ $status = 0 ] || failed_start' EXIT
     start
     ;;
   stop) stop ;;

@@ -63,11 +63,11 @@ def free_port_base(count):
   raise AssertionError('no %d consecutive free ports found' % count)
 
 
-def srun(env, num_tasks, *args):
-  """`srun -n num_tasks` of the training script; returns its output."""
+def srun(env, num_tasks, *args, script='train_image_classifier.py'):
+  """`srun -n num_tasks` of `script --slurm args`; returns its output."""
   command = ['srun', '--ntasks=%d' % num_tasks, '--kill-on-bad-exit=1',
-             '--time=10', '--label', sys.executable,
-             'train_image_classifier.py', '--slurm'] + list(args)
+             '--time=10', '--label', sys.executable, script, '--slurm'
+            ] + list(args)
   env = dict(env, TF_NUM_INTRAOP_THREADS='1', TF_NUM_INTEROP_THREADS='1',
              PYTHONUNBUFFERED='1')
   process = subprocess.Popen(command, cwd=REPO, env=env, text=True,
@@ -111,7 +111,8 @@ def test_srun_n_3_trains_with_1_ps_and_2_workers(slurm_env, digits_dir,
   assert re.search(r'^ *0: INFO:tensorflow:ps task 0 stopped$', output, re.M)
 
 
-def test_srun_n_2_trains_with_all_reduce(slurm_env, digits_dir, tmp_path):
+def test_srun_n_2_trains_with_all_reduce_and_task_0_evaluates(
+    slurm_env, digits_dir, tmp_path):
   base = free_port_base(2)
   train_dir = str(tmp_path / 'train')
   output = srun(slurm_env, 2, '--slurm_port_base=%d' % base,
@@ -120,3 +121,15 @@ def test_srun_n_2_trains_with_all_reduce(slurm_env, digits_dir, tmp_path):
       rank: 'worker task %d (localhost:%d) of a cluster of 0 ps and 2 '
             'workers' % (rank, base + rank) for rank in range(2)}
   assert _checkpoint_step(train_dir) == STEPS
+
+  output = srun(slurm_env, 2, '--dataset_name=digits',
+                '--dataset_dir=%s' % digits_dir, '--dataset_split_name=test',
+                '--model_name=lenet', '--checkpoint_path=%s' % train_dir,
+                '--eval_dir=%s' % (tmp_path / 'eval'),
+                script='eval_image_classifier.py')
+  evaluated = re.findall(r'^ *(\d+): digits test: accuracy [\d.]+%% on 360 '
+                         r'examples \(checkpoint step %d\)$' % STEPS,
+                         output, re.M)
+  assert evaluated == ['0'], output[-4000:]
+  assert re.search(r'^ *1: srun task 1 of 2: only task 0 evaluates',
+                   output, re.M), output[-4000:]
