@@ -73,7 +73,9 @@ start_munge() {
   mkdir -p "$dir/munge"
   chmod 755 "$dir/munge"  # The key in it is 0600.
   mungekey --create --keyfile="$dir/munge/key" >/dev/null
-  munged --socket="$dir/munge/socket" --key-file="$dir/munge/key" \
+  # --force: munged refuses a socket in a directory that others cannot
+  # enter (pytest's temporary directories are 0700); every client is root.
+  munged --force --socket="$dir/munge/socket" --key-file="$dir/munge/key" \
     --pid-file="$dir/munge/pid" --log-file="$dir/munge/log" \
     --seed-file="$dir/munge/seed"
 }
