@@ -28,6 +28,7 @@ from training import eval_input
 from training import lookup
 from training import resume_check
 from training import run_config
+from training import slurm_eval
 from training.errors import Problems
 from training.errors import UsageError
 from training.errors import call_for_flag
@@ -50,7 +51,10 @@ FLAGS = flags.FLAGS
 
 
 def main(unused_argv):
-  cli.run_main(lambda: evaluate_and_report(eval_config(FLAGS)))
+  def body():
+    if slurm_eval.this_task_evaluates(FLAGS.slurm):
+      evaluate_and_report(eval_config(FLAGS))
+  cli.run_main(body)
 
 
 # What one evaluation reads and builds, validated; flags is the FlagSnapshot.

@@ -30,6 +30,7 @@ import contextlib
 from datasets import input_pipeline
 from datasets import tfrecord_check
 from clusters import cluster
+from clusters import slurm
 from deployment import collectives
 from deployment import model_deploy
 from clusters import peers
@@ -73,6 +74,8 @@ def run(config):
     tf.logging.info('started %s (cluster from %s)', config.task,
                     config.task.source)
     if config.is_ps:
+      if config.flags.slurm:  # Nothing else ends a ps task of a srun step.
+        slurm.end_with_the_workers(config.task)
       cluster.serve_until_stopped(server)
       tf.logging.info('ps task %d stopped', config.task.task_index)
       return

@@ -160,10 +160,11 @@ def test_make_targets_named_on_the_pages_exist():
 
 
 def test_testing_page_lists_every_test_file():
-  listed = set(re.findall(r'`(tests/test_\w+\.py)`',
+  listed = set(re.findall(r'`(tests/(?:system/)?test_\w+\.py)`',
                           _read(os.path.join(ROOT, 'docs', 'testing.md'))))
   on_disk = {os.path.relpath(path, ROOT)
-             for path in glob.glob(os.path.join(ROOT, 'tests', 'test_*.py'))}
+             for folder in ('tests', 'tests/system')
+             for path in glob.glob(os.path.join(ROOT, folder, 'test_*.py'))}
   assert on_disk - listed == set()
 
 

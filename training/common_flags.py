@@ -26,5 +26,9 @@ flags.DEFINE_float('moving_average_decay', None,
                    'Decay of the exponential moving average of the model '
                    'variables (training keeps it; evaluation reads it); '
                    'None: no moving average.')
+flags.DEFINE_boolean('slurm', False,
+                     'Run as one task of a srun job step: training takes its '
+                     'cluster from Slurm, evaluation runs on task 0 only '
+                     '(docs/clusters.md#slurm).')
 
 FLAGS = flags.FLAGS

@@ -10,8 +10,9 @@ Upstream defaults are kept. Flags that differ from upstream:
   --quantize_delay   kept, but any value >= 0 fails: tf.contrib.quantize is
                      gone from TF 2.x.
   --ps_strategy, --cache_variable_reads, --non_chief_wait_secs,
-  --ps_hosts, --worker_hosts, --job_name
-                     new, for clusters (see clusters/cluster.py).
+  --ps_hosts, --worker_hosts, --job_name, --slurm, --slurm_port_base
+                     new, for clusters (see clusters/cluster.py and
+                     clusters/slurm.py).
 """
 
 from absl import flags
@@ -150,5 +151,8 @@ flags.DEFINE_string('worker_hosts', '',
 flags.DEFINE_string('job_name', '',
                     'This process\'s job in the cluster: "ps" or "worker"; '
                     'its index is --task.')
+flags.DEFINE_integer('slurm_port_base', 8888,
+                     'With --slurm: the port of the first task on each node; '
+                     'the next task of a node takes the next port.')
 
 FLAGS = flags.FLAGS

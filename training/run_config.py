@@ -17,6 +17,7 @@ import os
 import typing
 
 from clusters import cluster
+from clusters import slurm
 from deployment import deployment_config
 from deployment import device_placement
 from deployment import model_deploy
@@ -263,10 +264,15 @@ def _check_writable(train_dir):
 
 
 def _cluster_task(f, environ):
+  given_task = f.task if f.given('task') else None
   try:
-    return cluster.from_flags_and_env(
-        f.ps_hosts, f.worker_hosts, f.job_name,
-        f.task if f.given('task') else None, environ=environ)
+    task = cluster.from_flags_and_env(f.ps_hosts, f.worker_hosts, f.job_name,
+                                      given_task, environ=environ)
+    if f.slurm:  # Read by TensorFlow's resolver from os.environ.
+      task = slurm.from_flags(
+          f.num_ps_tasks, f.worker_replicas if f.given('worker_replicas')
+          else None, f.slurm_port_base, given=task, given_task=given_task)
+    return task
   except ValueError as e:
     raise UsageError(str(e)) from None
 
@@ -298,8 +304,8 @@ def _check_all_reduce(f, num_workers, task, problems):
       'several workers and no ps tasks; drop it' % f.replica_averaging_steps)
   if task is None:
     problems.check(
-        not deployment_config.uses_all_reduce(f.worker_replicas,
-                                              f.num_ps_tasks),
+        f.slurm or not deployment_config.uses_all_reduce(f.worker_replicas,
+                                                         f.num_ps_tasks),
         '--worker_replicas=%d with --num_ps_tasks=0 all-reduces between '
         'worker tasks, which needs the cluster: give --worker_hosts, '
         '--job_name and --task or TF_CONFIG (%s starts one on this machine)'

@@ -8,7 +8,7 @@ if [ "$(id -u)" != 0 ]; then
        "namespaces and start system daemons); run make test-system as root" >&2
   exit 1
 fi
-packages=(iproute2)
+packages=(iproute2 slurm-wlm munge)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null \

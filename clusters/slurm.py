@@ -1,0 +1,196 @@
+"""A cluster from Slurm: the ps and worker tasks of one srun job step.
+
+  srun -n 3 --kill-on-bad-exit=1 python train_image_classifier.py \
+      --slurm --num_ps_tasks=1 ...
+
+Every task of the step runs the same command. TensorFlow's own
+SlurmClusterResolver reads the step from what srun sets (SLURM_PROCID,
+SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE) and
+gives each task an address: its node's name and a port, --slurm_port_base
+for the first task of a node, the next port for the next task, and so on.
+The first --num_ps_tasks tasks (SLURM_PROCID 0..P-1) are the ps tasks, the
+others the workers; the first worker (SLURM_PROCID P) is the chief.
+Without ps tasks, several workers all-reduce.
+
+What this module adds to the resolver:
+
+  * The counts are checked against the flags, one line naming both.
+  * Each task checks that the address the resolver gives it is on the node
+    Slurm started it on, at its place there (SLURMD_NODENAME,
+    SLURM_LOCALID). The resolver orders the nodes by name as text (node10
+    before node9) and the tasks of a node by rank; Slurm's order of nodes,
+    or srun --distribution=cyclic, can differ, and a task would then listen
+    where no other task looks for it: a hang. It stops with the fix
+    instead.
+  * GPUs are left to Slurm (srun --gpus-per-task sets CUDA_VISIBLE_DEVICES
+    for each task). The resolver's own GPU assignment, which counts GPUs
+    with nvidia-smi and overwrites CUDA_VISIBLE_DEVICES, is off. Only the
+    CPU path is tested here: the test machines have no GPU.
+  * A srun step ends once all its tasks have ended, and a ps task serves
+    until it is stopped: `end_with_the_workers` ends a ps task once every
+    worker has ended.
+"""
+
+import os
+import signal
+import socket
+import threading
+import time
+
+from clusters import cluster
+from tf2_compat.slim_compat import tf
+
+DEFAULT_PORT_BASE = 8888  # SlurmClusterResolver's.
+
+# The resolver pairs the tasks of a node with blocks of GPU ids and lists
+# only as many tasks as the node has blocks: on a node without GPUs, none.
+# Giving it more imaginary GPUs, one per task, than any node has tasks lists
+# every task, and auto_set_gpu=False keeps them imaginary.
+_GPU_SLOTS = 1 << 16
+
+_SRUN_FIX = 'start every task with srun, or drop --slurm'
+
+
+def _resolve(port_base, jobs=None):
+  """The resolver's (job, index) of this process and its ClusterSpec."""
+  try:
+    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+        jobs=jobs, port_base=port_base, gpus_per_node=_GPU_SLOTS,
+        gpus_per_task=1, auto_set_gpu=False)
+    spec = resolver.cluster_spec()
+  except (RuntimeError, ValueError) as e:
+    raise ValueError('--slurm: TensorFlow\'s SlurmClusterResolver says "%s";'
+                     ' %s' % (str(e).rstrip('.'), _SRUN_FIX)) from None
+  return resolver.get_task_info(), spec
+
+
+def step_size():
+  """(SLURM_PROCID of this process, the number of tasks of its srun step).
+
+  Raises:
+    ValueError: outside a srun step.
+  """
+  (_, rank), spec = _resolve(DEFAULT_PORT_BASE)
+  return rank, spec.num_tasks('worker')
+
+
+def from_flags(num_ps_tasks, num_workers=None, port_base=DEFAULT_PORT_BASE,
+               given=None, given_task=None):
+  """The ClusterTask of this process, one task of a srun job step.
+
+  Args:
+    num_ps_tasks: --num_ps_tasks: the first this many tasks are ps tasks.
+    num_workers: --worker_replicas when it was given, else None (the tasks
+      that are not ps tasks are the workers).
+    port_base: --slurm_port_base, the port of the first task of each node.
+    given: the ClusterTask that host flags or TF_CONFIG describe, if any.
+    given_task: --task when it was given, else None.
+
+  Raises:
+    ValueError: outside a srun step; when the flags or TF_CONFIG also
+      describe the cluster; when the counts do not match the step; when
+      the resolver's address of this task is not where Slurm started it.
+  """
+  if given is not None:
+    raise ValueError('--slurm takes the cluster from srun, but %s describes '
+                     'one too (%r); give the cluster one way: drop --slurm, '
+                     'or drop %s' % (given.source, given, given.source))
+  if given_task is not None:
+    raise ValueError('--task=%d with --slurm: each task\'s index comes from '
+                     'srun (SLURM_PROCID); drop --task' % given_task)
+  if num_ps_tasks < 0:
+    raise ValueError('--num_ps_tasks=%d with --slurm: give the number of '
+                     'ps tasks, 0 or more' % num_ps_tasks)
+  if not 0 < port_base < 65536:
+    raise ValueError('--slurm_port_base=%d is not a port; give one in '
+                     '1..65535' % port_base)
+  rank, num_tasks = step_size()
+  _check_counts(num_ps_tasks, num_workers, num_tasks)
+  jobs = {cluster.WORKER_JOB: num_tasks - num_ps_tasks}
+  if num_ps_tasks:
+    jobs[cluster.PS_JOB] = num_ps_tasks
+  (job, index), spec = _resolve(port_base, jobs)
+  task = cluster.ClusterTask(
+      spec.job_tasks(cluster.PS_JOB) if num_ps_tasks else [],
+      spec.job_tasks(cluster.WORKER_JOB), job, index,
+      source='Slurm (srun task %d of %d, --slurm_port_base=%d)' % (
+          rank, num_tasks, port_base))
+  _check_placement(task, rank, port_base)
+  return task
+
+
+def _check_counts(num_ps_tasks, num_workers, num_tasks):
+  if num_workers is not None and num_ps_tasks + num_workers != num_tasks:
+    raise ValueError(
+        '--num_ps_tasks=%d and --worker_replicas=%d make %d tasks, but this '
+        'srun step has %d (SLURM_STEP_NUM_TASKS); start it with srun -n %d, '
+        'or drop --worker_replicas (the tasks that are not ps tasks are the '
+        'workers)' % (num_ps_tasks, num_workers, num_ps_tasks + num_workers,
+                      num_tasks, num_ps_tasks + num_workers))
+  if num_ps_tasks >= num_tasks:
+    raise ValueError(
+        '--num_ps_tasks=%d leaves no worker among the %d task(s) of this '
+        'srun step (SLURM_STEP_NUM_TASKS); start it with srun -n %d or more, '
+        'or give fewer ps tasks' % (num_ps_tasks, num_tasks, num_ps_tasks + 1))
+
+
+def _check_placement(task, rank, port_base):
+  node = os.environ.get('SLURMD_NODENAME')
+  local_id = os.environ.get('SLURM_LOCALID')
+  if node is None or local_id is None:
+    return  # Not started by srun's slurmd: nothing to compare with.
+  where = '%s:%d' % (node, port_base + int(local_id))
+  if task.address != where:
+    raise ValueError(
+        'Slurm started task %d (SLURM_PROCID) on %s as task %s of that node '
+        '(SLURM_LOCALID), so it listens on %s, but TensorFlow\'s '
+        'SlurmClusterResolver tells the other tasks it is at %s (it orders '
+        'the nodes by name as text, the tasks of a node by rank); run the '
+        'step with srun --distribution=block (the default) on nodes whose '
+        'names sort the same as text as in Slurm (node09 and node10, not '
+        'node9 and node10)' % (rank, node, local_id, where, task.address))
+
+
+def end_with_the_workers(task, poll_secs=2.0, on_end=None):
+  """Ends this ps task once every worker of its cluster has ended.
+
+  A thread connects to the workers' addresses every `poll_secs`: once each
+  has accepted a connection at least once, and none accepts anymore, it
+  calls `on_end`, by default a SIGTERM to this process, which
+  cluster.serve_until_stopped takes as its cue to return. A worker that
+  never started keeps the ps task serving: srun --kill-on-bad-exit=1 ends
+  the step when a task fails.
+
+  Returns:
+    The thread, started (a daemon).
+  """
+  thread = threading.Thread(
+      target=_watch_workers, name='end-with-the-workers', daemon=True,
+      args=(task.worker_hosts, poll_secs, on_end or _terminate_this_process))
+  thread.start()
+  return thread
+
+
+def _watch_workers(worker_hosts, poll_secs, on_end):
+  seen = set()
+  while True:
+    listening = {address for address in worker_hosts if _listens(address)}
+    seen |= listening
+    if not listening and len(seen) == len(worker_hosts):
+      tf.logging.info('every worker has ended: stopping this ps task')
+      on_end()
+      return
+    time.sleep(poll_secs)
+
+
+def _listens(address, timeout_secs=2.0):
+  host, _, port = address.rpartition(':')
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout_secs).close()
+  except OSError:
+    return False
+  return True
+
+
+def _terminate_this_process():
+  os.kill(os.getpid(), signal.SIGTERM)
