@@ -110,10 +110,13 @@ def eval_config(flag_values):
   return EvalConfig(
       checkpoint_path=f.checkpoint_path, checkpoint=checkpoint, model=model,
       inputs=inputs_lib.InputConfig(
-          f.dataset_name, f.dataset_split_name, f.dataset_dir,
-          f.labels_offset, f.preprocessing_name or f.model_name,
-          f.batch_size,
-          f.eval_image_size or model.network_fn.default_image_size,
+          dataset_name=f.dataset_name,
+          dataset_split_name=f.dataset_split_name,
+          dataset_dir=f.dataset_dir, labels_offset=f.labels_offset,
+          preprocessing_name=f.preprocessing_name or f.model_name,
+          batch_size=f.batch_size,
+          image_size=(f.eval_image_size
+                      or model.network_fn.default_image_size),
           num_readers=1,
           num_preprocessing_threads=f.num_preprocessing_threads),
       deployment=model_deploy.DeploymentConfig(num_clones=f.num_clones,
