@@ -11,29 +11,30 @@ evaluates its own batch of --batch_size per run and the counts add up. The figur
 `eval/Accuracy` and `eval/Recall_5` to --eval_dir.
 """
 
-import collections
+import dataclasses
 import math
+import typing
 
 from absl import flags
 import numpy as np
 
-from datasets import input_pipeline
 from datasets import tfrecord_check
 from deployment import model_deploy
 from tf2_compat.slim_compat import slim, tf
 from training import checkpoint_fit
 from training import cli
-from training import common_flags  # pylint: disable=unused-import
+from training import common_flags
 from training import eval_input
+from training import flag_checks
+from training import inputs as inputs_lib
 from training import lookup
 from training import resume_check
 from training import run_config
 from training import slurm_eval
 from training.errors import Problems
 from training.errors import UsageError
-from training.errors import call_for_flag
 
-flags.DEFINE_integer('batch_size', 100, 'The number of samples in each batch.')
+common_flags.define_split_and_batch('test', 100)
 flags.DEFINE_integer('max_num_batches', None,
                      'Max number of batches to evaluate; None: all.')
 flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
@@ -41,7 +42,6 @@ flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
                     'checkpoint.')
 flags.DEFINE_string('eval_dir', '/tmp/tfmodel/',
                     'Directory where the summaries are written.')
-flags.DEFINE_string('dataset_split_name', 'test', 'The split to evaluate.')
 flags.DEFINE_integer('eval_image_size', None,
                      'Eval image size; None: the network default.')
 flags.DEFINE_bool('quantize', False,
@@ -57,67 +57,107 @@ def main(unused_argv):
   cli.run_main(body)
 
 
-# What one evaluation reads and builds, validated; flags is the FlagSnapshot.
-EvalConfig = collections.namedtuple(
-    'EvalConfig', ['flags', 'checkpoint', 'model', 'image_size'])
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+  """What one evaluation reads and builds, validated.
 
-_RANGES = (
-    ('batch_size', lambda v: v >= 1, '>= 1 (examples per clone)'),
-    ('num_clones', lambda v: v >= 1, '>= 1'),
-    ('max_num_batches', lambda v: v >= 1, '>= 1 (unset: the whole split)'),
-    ('eval_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
-    ('labels_offset', lambda v: v >= 0, '>= 0'),
-    ('num_preprocessing_threads', lambda v: v >= 1, '>= 1'),
-)
+  Attributes:
+    checkpoint_path: --checkpoint_path as given, for messages.
+    checkpoint: the readable checkpoint prefix it names.
+    model: the lookup.ModelAndData (dataset, network, preprocessing).
+    inputs: the inputs.InputConfig: one reader, no shuffling.
+    deployment: the DeploymentConfig of --num_clones and --clone_on_cpu.
+    master: the session target.
+    max_num_batches: batches to evaluate, over all clones; None: all.
+    eval_dir: where the summaries are written.
+    moving_average_decay: restore the moving averages of the weights kept
+      with this decay; None: the weights.
+  """
+  checkpoint_path: str
+  checkpoint: str
+  model: lookup.ModelAndData
+  inputs: inputs_lib.InputConfig
+  deployment: model_deploy.DeploymentConfig
+  master: str
+  max_num_batches: typing.Optional[int]
+  eval_dir: str
+  moving_average_decay: typing.Optional[float]
+
+  @property
+  def choices(self):
+    """The checkpoint_fit.Choices a refused checkpoint is compared with."""
+    return checkpoint_fit.Choices(self.model.model_name,
+                                  self.inputs.dataset_name,
+                                  self.inputs.labels_offset)
 
 
 def eval_config(flag_values):
   """Validates the flags; returns an EvalConfig.
 
+  Args:
+    flag_values: the parsed absl FlagValues (FLAGS) or a FlagSnapshot.
+
   Raises:
     UsageError: with one line per problem found.
   """
-  f = run_config.FlagSnapshot.of(flag_values)
+  f = (flag_values if isinstance(flag_values, run_config.FlagSnapshot)
+       else run_config.FlagSnapshot.of(flag_values))
   problems = Problems()
-  run_config.check_finite(f, problems)
-  run_config.check_ranges(f, _RANGES, problems)
+  flag_checks.check_finite(f, problems)
+  flag_checks.check_ranges(f, flag_checks.EVAL_RANGES, problems)
   problems.check(not f.quantize, '--quantize relied on tf.contrib.quantize, '
                  'which TF 2.x removed; drop the flag')
   checkpoint = problems.attempt(resume_check.readable_checkpoint,
                                 f.checkpoint_path)
   model = problems.attempt(lookup.model_and_data, f, is_training=False)
   problems.raise_if_any()
-  return EvalConfig(f, checkpoint, model,
-                    f.eval_image_size or model.network_fn.default_image_size)
+  return EvalConfig(
+      checkpoint_path=f.checkpoint_path, checkpoint=checkpoint, model=model,
+      inputs=inputs_lib.InputConfig(
+          dataset_name=f.dataset_name,
+          dataset_split_name=f.dataset_split_name,
+          dataset_dir=f.dataset_dir, labels_offset=f.labels_offset,
+          preprocessing_name=f.preprocessing_name or f.model_name,
+          batch_size=f.batch_size,
+          image_size=(f.eval_image_size
+                      or model.network_fn.default_image_size),
+          num_readers=1,
+          num_preprocessing_threads=f.num_preprocessing_threads),
+      deployment=model_deploy.DeploymentConfig(num_clones=f.num_clones,
+                                               clone_on_cpu=f.clone_on_cpu),
+      master=f.master, max_num_batches=f.max_num_batches,
+      eval_dir=f.eval_dir, moving_average_decay=f.moving_average_decay)
 
 
 def evaluate_and_report(config):
   accuracy, recall, examples, step = evaluate(config)
-  write_summaries(config.flags.eval_dir, accuracy, recall, step)
+  write_summaries(config.eval_dir, accuracy, recall, step)
   print('eval/Accuracy[%.4f]' % accuracy)
   print('eval/Recall_5[%.4f]' % recall)
   print('%s %s: accuracy %.2f%% on %d examples (checkpoint step %d)' % (
-      config.flags.dataset_name, config.flags.dataset_split_name,
+      config.inputs.dataset_name, config.inputs.dataset_split_name,
       100 * accuracy, examples, step))
 
 
 def evaluate(config):
   """Returns (accuracy, recall_at_5, num_examples, global_step)."""
-  f = config.flags
   with tf.Graph().as_default():
     counts = build_eval_graph(config)
-    restore = variables_to_restore(f.moving_average_decay)
-    checkpoint_fit.check_eval(config.checkpoint, restore, f)
+    restore = variables_to_restore(config.moving_average_decay)
+    checkpoint_fit.check_eval(config.checkpoint_path, config.checkpoint,
+                              restore, config.choices)
     saver = tf.train.Saver(restore)
     totals = np.zeros(3, np.int64)
     # Each run evaluates one batch per clone.
-    max_runs = (math.ceil(f.max_num_batches / f.num_clones)
-                if f.max_num_batches else math.inf)
+    max_runs = (math.ceil(config.max_num_batches /
+                          config.deployment.num_clones)
+                if config.max_num_batches else math.inf)
     session_config = tf.ConfigProto(allow_soft_placement=True)
     with tfrecord_check.naming_corrupt_files(
         config.model.dataset.data_sources), lookup.reporting_bad_labels(
-            f, config.model.dataset), tf.Session(
-                f.master, config=session_config) as session:
+            config.model.dataset, config.inputs.labels_offset,
+            config.inputs.dataset_dir), tf.Session(
+                config.master, config=session_config) as session:
       saver.restore(session, config.checkpoint)
       step = int(session.run(tf.train.get_global_step()))
       runs = 0
@@ -128,27 +168,20 @@ def evaluate(config):
         totals += run_totals
         runs += 1
   if totals[2] == 0:
-    raise UsageError('split %s of %s is empty' % (f.dataset_split_name,
-                                                  f.dataset_name))
+    raise UsageError('split %s of %s is empty' % (
+        config.inputs.dataset_split_name, config.inputs.dataset_name))
   return totals[0] / totals[2], totals[1] / totals[2], int(totals[2]), step
 
 
 def build_eval_graph(config):
   """The counts of one run over all clones: [correct, in top 5, examples]."""
-  f = config.flags
   tf.train.get_or_create_global_step()
-  batches = call_for_flag(
-      '--dataset_dir=%s' % f.dataset_dir, input_pipeline.make_dataset,
-      config.model.dataset, config.model.preprocess_fn, f.batch_size,
-      config.image_size, is_training=False, num_readers=1,
-      num_preprocessing_threads=f.num_preprocessing_threads,
-      labels_offset=f.labels_offset, num_epochs=1, check_labels=True,
-      record_counts=config.model.record_counts)
-  deployment = model_deploy.DeploymentConfig(num_clones=f.num_clones,
-                                             clone_on_cpu=f.clone_on_cpu)
+  batches = inputs_lib.make_dataset(config.inputs, config.model,
+                                    is_training=False, num_epochs=1)
+  deployment = config.deployment
   with tf.device(deployment.inputs_device()):
     iterator = tf.data.make_one_shot_iterator(
-        eval_input.padded_batches(batches, f.batch_size))
+        eval_input.padded_batches(batches, config.inputs.batch_size))
   k = min(5, config.model.num_classes)
 
   def clone_counts():

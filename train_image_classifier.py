@@ -27,7 +27,6 @@ pipeline, the optimizer and the hooks, and runs the loop.
 import collections
 import contextlib
 
-from datasets import input_pipeline
 from datasets import tfrecord_check
 from clusters import cluster
 from clusters import slurm
@@ -41,6 +40,7 @@ from training import divergence
 from training import fine_tune
 from training import hooks
 from training import input_position
+from training import inputs
 from training import lookup
 from training import model_size
 from training import optimizers
@@ -48,12 +48,10 @@ from training import preemption
 from clusters import replica_session
 from training import resume_check
 from training import run_config
-from training import schedule
 from training import train_dir_lock
 from training.errors import ScriptError
 from training.errors import TrainingDiverged
 from training.errors import UsageError
-from training.errors import call_for_flag
 from training.flags import FLAGS
 
 
@@ -82,8 +80,8 @@ def run(config):
   # One SignalStop from here to the end: before the first step a SIGTERM
   # ends the process at once (nothing to save), after it the step finishes
   # and the chief saves.
-  with preemption.SignalStop(
-      checkpoint_dir=config.train_dir if config.is_chief else None) as stop:
+  checkpoint_dir = config.loop.train_dir if config.is_chief else None
+  with preemption.SignalStop(checkpoint_dir=checkpoint_dir) as stop:
     if server is None:
       # Without a cluster, --master may still name a server the user
       # started; --task then says which replica this is (upstream
@@ -96,11 +94,11 @@ def run(config):
         try:
           replica_session.check_same_cluster(
               config.task, config.deployment, server.target,
-              config.flags.collective_timeout_secs)
+              config.deployment.collective_timeout_secs)
         except replica_session.ClusterMismatch as e:
           raise UsageError(str(e)) from None
-    report = replica_session.PlacementReportHook(config.task.num_ps_tasks,
-                                                 config.flags.ps_strategy)
+    report = replica_session.PlacementReportHook(
+        config.task.num_ps_tasks, config.deployment.ps_strategy)
     train(config, server.target, stop, extra_hooks=[report])
 
 
@@ -122,19 +120,15 @@ def train(config, master, stop, extra_hooks=()):
   with tf.Graph().as_default(), holding_train_dir(config):
     graph = build_training_graph(config)
     if config.is_chief:  # Refuses another model before anything is written.
-      resume_check.prepare_train_dir(config.train_dir, tf.global_variables(),
-                                     config.flags)
-    for line in config.plan.describe():
-      tf.logging.info(line)
-    if config.flags.sync_batch_norm:
-      members = model_deploy.sync_batch_norm_group_size(config.deployment)
-      tf.logging.info('sync batch norm: each layer normalises over %d clones '
-                      'x %d = %d examples', members, config.flags.batch_size,
-                      members * config.flags.batch_size)
+      resume_check.prepare_train_dir(config.loop.train_dir,
+                                     tf.global_variables(), config.choices)
+    log_batch_arithmetic(config)
     warn_if_no_gpu(config.deployment)
     with tfrecord_check.naming_corrupt_files(
         config.model.dataset.data_sources), \
-        lookup.reporting_bad_labels(config.flags, config.model.dataset), \
+        lookup.reporting_bad_labels(config.model.dataset,
+                                    config.inputs.labels_offset,
+                                    config.inputs.dataset_dir), \
         stopping_on_divergence(config), \
         naming_collective_failures(config), \
         training_session(config, graph, master, extra_hooks) as session:
@@ -142,7 +136,7 @@ def train(config, master, stop, extra_hooks=()):
       while not session.should_stop() and not stop.requested:
         session.run(graph.train_op)
     if stop.requested:
-      saved = tf.train.latest_checkpoint(config.train_dir)
+      saved = tf.train.latest_checkpoint(config.loop.train_dir)
       tf.logging.info('%s: stopped; %s', stop.requested,
                       'saved %s' % saved if config.is_chief and saved
                       else 'the chief saves the checkpoints')
@@ -157,10 +151,9 @@ TrainingGraph = collections.namedtuple('TrainingGraph', [
 
 def build_training_graph(config):
   """Builds the training graph in the default graph; returns TrainingGraph."""
-  f = config.flags
   deployment = config.deployment
-  if f.random_seed is not None:
-    tf.set_random_seed(f.random_seed)
+  if config.random_seed is not None:
+    tf.set_random_seed(config.random_seed)
   with tf.device(deployment.variables_device()):
     global_step = tf.train.get_or_create_global_step()
   batches = input_batches(config)
@@ -169,65 +162,55 @@ def build_training_graph(config):
     with tf.device(deployment.inputs_device()):
       images, labels = batches.next_batch()
     logits, end_points = config.model.network_fn(
-        tf.cast(images, precision.compute_dtype(f.precision)))
+        tf.cast(images, precision.compute_dtype(config.update.precision)))
     add_losses(logits, end_points, labels, config.model.num_classes,
-               f.label_smoothing)
+               config.label_smoothing)
     return end_points
 
   with tf.device(deployment.optimizer_device()):
-    learning_rate = schedule.learning_rate(
-        config.plan, global_step, f.learning_rate_decay_type,
-        f.learning_rate, f.end_learning_rate, f.learning_rate_decay_factor)
-    optimizer = optimizers.make_optimizer(f.optimizer, learning_rate, f)
+    learning_rate = config.optimizer.scheduled_learning_rate(config.plan,
+                                                             global_step)
+    optimizer = optimizers.make_optimizer(config.optimizer, learning_rate)
     if config.sync_optimizer_replicas:
       replicas_to_aggregate, total_replicas = config.sync_optimizer_replicas
       optimizer = tf.train.SyncReplicasOptimizer(
           optimizer, replicas_to_aggregate=replicas_to_aggregate,
           total_num_replicas=total_replicas)
   variable_averages = None
-  if f.moving_average_decay:
+  if config.optimizer.moving_average_decay:
     with tf.device(deployment.variables_device()):
       variable_averages = tf.train.ExponentialMovingAverage(
-          f.moving_average_decay, global_step)
+          config.optimizer.moving_average_decay, global_step)
 
   model = model_deploy.deploy(
       deployment, clone_fn, optimizer=optimizer,
       var_list=lambda: fine_tune.variables_to_train(
-          fine_tune.split_scopes(f.trainable_scopes)),
+          config.fine_tune.trainable_scopes),
       variable_averages=variable_averages,
       summaries=[model_deploy.scalar_summary('learning_rate',
                                              learning_rate)],
-      sync_batch_norm=f.sync_batch_norm,
-      accumulation_steps=f.accumulation_steps,
-      clip_gradient_norm=f.clip_gradient_norm, precision=f.precision,
-      replica_averaging_steps=f.replica_averaging_steps)
+      **config.update.deploy_kwargs())
   model_size.check(
-      tf.global_variables(), '--train_image_size=%d' % config.image_size,
-      f.model_name, config.model.network_fn.default_image_size,
+      tf.global_variables(), '--train_image_size=%d' % config.inputs.image_size,
+      config.model.model_name, config.model.network_fn.default_image_size,
       local_variables=not deployment.num_ps_tasks)
   sync_optimizer = (optimizer if config.sync_optimizer_replicas else None)
   return TrainingGraph(model.train_op, learning_rate, model.total_loss,
-                       model.summary_op, fine_tune_init_fn(config),
+                       model.summary_op,
+                       fine_tune.restoring_init_fn(config.fine_tune),
                        sync_optimizer, batches)
 
 
 def input_batches(config):
   """This replica's shard of training batches; its position is saved in
   checkpoints (see training/input_position.py)."""
-  f = config.flags
   shard = config.deployment.replica_id
   with tf.device(config.deployment.inputs_device()):
     return input_position.PositionedBatches(
-        call_for_flag(
-            '--dataset_dir=%s' % f.dataset_dir, input_pipeline.make_dataset,
-            config.model.dataset, config.model.preprocess_fn, f.batch_size,
-            config.image_size, is_training=True, num_readers=f.num_readers,
-            num_preprocessing_threads=f.num_preprocessing_threads,
-            labels_offset=f.labels_offset, num_shards=config.num_workers,
-            shard_index=shard, seed=f.shuffle_seed, check_labels=True,
-            record_counts=config.model.record_counts),
-        input_position.layout(f, config.image_size, config.num_workers,
-                              shard))
+        inputs.make_dataset(config.inputs, config.model, is_training=True,
+                            num_shards=config.num_workers,
+                            shard_index=shard),
+        input_position.layout(config.inputs, config.num_workers, shard))
 
 
 def add_losses(logits, end_points, labels, num_classes, label_smoothing):
@@ -242,35 +225,24 @@ def add_losses(logits, end_points, labels, num_classes, label_smoothing):
                                   label_smoothing=label_smoothing)
 
 
-def fine_tune_init_fn(config):
-  """A Scaffold init_fn restoring --checkpoint_path; None without it.
-
-  Raises:
-    UsageError: a model variable is missing from the checkpoint or has
-      another shape there.
-  """
-  checkpoint = config.fine_tune_checkpoint
-  if checkpoint is None:
-    return None
-  restore = fine_tune.variables_to_restore(
-      checkpoint, fine_tune.split_scopes(config.flags.checkpoint_exclude_scopes),
-      config.flags.ignore_missing_vars)
-  saver = tf.train.Saver(restore)
-
-  def init_fn(unused_scaffold, session):
-    tf.logging.info('fine-tuning from %s (%d variables)', checkpoint,
-                    len(restore))
-    saver.restore(session, checkpoint)
-
-  return init_fn
-
-
 def holding_train_dir(config):
   """The chief writes the checkpoints: it holds train_dir's lock for the
   run (training/train_dir_lock.py); other workers hold nothing."""
   if config.is_chief:
-    return train_dir_lock.held(config.train_dir)
+    return train_dir_lock.held(config.loop.train_dir)
   return contextlib.nullcontext()
+
+
+def log_batch_arithmetic(config):
+  """The start-up lines of how the batch flags combine."""
+  for line in config.plan.describe():
+    tf.logging.info(line)
+  if config.update.sync_batch_norm:
+    members = model_deploy.sync_batch_norm_group_size(config.deployment)
+    batch_size = config.inputs.batch_size
+    tf.logging.info('sync batch norm: each layer normalises over %d clones '
+                    'x %d = %d examples', members, batch_size,
+                    members * batch_size)
 
 
 def warn_if_no_gpu(deployment):
@@ -285,46 +257,13 @@ def warn_if_no_gpu(deployment):
 
 def training_session(config, graph, master, extra_hooks):
   """The MonitoredSession: checkpoints, summaries, progress, stop step."""
-  f = config.flags
-  # Relative paths: a copied train_dir names its own checkpoints.
-  saver = graph.batches.saver(max_to_keep=5, save_relative_paths=True)
-  restoring_saver = None
+  loop = config.loop
   all_reduce = config.deployment.all_reduce_replicas
-  if config.is_chief:
-    restoring_saver = graph.batches.restoring_saver(f.train_dir)
-  scaffold = tf.train.Scaffold(init_fn=graph.init_fn,
-                               summary_op=graph.summary_op,
-                               saver=restoring_saver or saver)
-  every_worker = [hooks.ProgressLogHook(
-      graph.total_loss, graph.learning_rate, config.plan.global_batch_size,
-      f.log_every_n_steps, f.max_number_of_steps)]
-  if f.max_number_of_steps:
-    every_worker.append(tf.train.StopAtStepHook(
-        last_step=f.max_number_of_steps))
-  if graph.sync_optimizer is not None:
-    every_worker.extend(replica_session.sync_replicas_hooks(
-        graph.sync_optimizer, config.is_chief, config.num_workers))
-  # A remote session is re-created when a ps task restarts; all-reduce
-  # workers do not recover (see below).
-  if master and not all_reduce:
-    every_worker.append(hooks.SessionRecoveryLogHook())
-  every_worker.extend(extra_hooks)
-  chief_only = []
-  history = None  # The losses and saves judged when training diverges.
-  if config.is_chief:  # Building the saver hook on a worker would log it.
-    history = divergence.CheckpointHistory(tf.trainable_variables())
-    chief_only = [
-        hooks.CheckpointSaverHook(
-            f.train_dir, save_secs=f.save_interval_secs or None,
-            save_steps=None if f.save_interval_secs else 10 ** 12,
-            saver=saver,
-            listeners=[hooks.FiniteWeightsGuard(tf.global_variables(),
-                                                history)]),
-        tf.train.SummarySaverHook(save_secs=f.save_summaries_secs,
-                                  output_dir=f.train_dir, scaffold=scaffold),
-    ]
-  session_hooks = hooks.session_hooks(graph.total_loss, config.is_chief,
-                                     chief_only, every_worker, history)
+  saver, scaffold = saver_and_scaffold(config, graph)
+  chief_hooks, history = chief_only_hooks(config, saver, scaffold)
+  session_hooks = hooks.session_hooks(
+      graph.total_loss, config.is_chief, chief_hooks,
+      every_worker_hooks(config, graph, master) + list(extra_hooks), history)
   if all_reduce:
     # Before the chief's first checkpoint: a replica that cannot join
     # fails the start with nothing written.
@@ -332,13 +271,13 @@ def training_session(config, graph, master, extra_hooks):
         config.deployment))
   device_filters = config.task.device_filters if config.task else []
   return replica_session.monitored_training_session(
-      non_chief_wait_secs=f.non_chief_wait_secs, master=master,
+      non_chief_wait_secs=loop.non_chief_wait_secs, master=master,
       recover=not all_reduce,
       # All-reduce replicas hold their own variables: each initialises
       # them, only the chief restores (the broadcast gives the others its
       # values).
       is_chief=config.is_chief or all_reduce,
-      checkpoint_dir=f.train_dir if config.is_chief else None,
+      checkpoint_dir=loop.train_dir if config.is_chief else None,
       scaffold=scaffold, hooks=session_hooks,
       save_checkpoint_secs=None, save_checkpoint_steps=None,
       save_summaries_steps=None, save_summaries_secs=None,
@@ -347,6 +286,60 @@ def training_session(config, graph, master, extra_hooks):
           config.deployment, allow_soft_placement=True,
           device_filters=device_filters),
       stop_grace_period_secs=5)
+
+
+def saver_and_scaffold(config, graph):
+  """The Saver of the checkpoints, and the Scaffold whose saver restores:
+  the chief's skips the input position of another input layout."""
+  # Relative paths: a copied train_dir names its own checkpoints.
+  saver = graph.batches.saver(max_to_keep=5, save_relative_paths=True)
+  restoring_saver = None
+  if config.is_chief:
+    restoring_saver = graph.batches.restoring_saver(config.loop.train_dir)
+  scaffold = tf.train.Scaffold(init_fn=graph.init_fn,
+                               summary_op=graph.summary_op,
+                               saver=restoring_saver or saver)
+  return saver, scaffold
+
+
+def every_worker_hooks(config, graph, master):
+  """The hooks every worker runs: progress, the stop step, sync replicas'
+  and the log of a re-created session."""
+  loop = config.loop
+  worker_hooks = [hooks.ProgressLogHook(
+      graph.total_loss, graph.learning_rate, config.plan.global_batch_size,
+      loop.log_every_n_steps, loop.max_number_of_steps)]
+  if loop.max_number_of_steps:
+    worker_hooks.append(tf.train.StopAtStepHook(
+        last_step=loop.max_number_of_steps))
+  if graph.sync_optimizer is not None:
+    worker_hooks.extend(replica_session.sync_replicas_hooks(
+        graph.sync_optimizer, config.is_chief, config.num_workers))
+  # A remote session is re-created when a ps task restarts; all-reduce
+  # workers do not recover (see training_session).
+  if master and not config.deployment.all_reduce_replicas:
+    worker_hooks.append(hooks.SessionRecoveryLogHook())
+  return worker_hooks
+
+
+def chief_only_hooks(config, saver, scaffold):
+  """The chief's checkpoint and summary hooks, and the CheckpointHistory
+  judged when training diverges; ([], None) on other workers."""
+  if not config.is_chief:  # Building the saver hook on a worker would log it.
+    return [], None
+  loop = config.loop
+  history = divergence.CheckpointHistory(tf.trainable_variables())
+  chief_hooks = [
+      hooks.CheckpointSaverHook(
+          loop.train_dir, save_secs=loop.save_interval_secs or None,
+          save_steps=None if loop.save_interval_secs else 10 ** 12,
+          saver=saver,
+          listeners=[hooks.FiniteWeightsGuard(tf.global_variables(),
+                                              history)]),
+      tf.train.SummarySaverHook(save_secs=loop.save_summaries_secs,
+                                output_dir=loop.train_dir, scaffold=scaffold),
+  ]
+  return chief_hooks, history
 
 
 @contextlib.contextmanager
@@ -358,9 +351,9 @@ def stopping_on_divergence(config):
   try:
     yield
   except (hooks.NanLossError, hooks.NonFiniteWeightsError) as e:
-    checkpoint_path = config.flags.checkpoint_path
+    checkpoint_path = config.fine_tune.checkpoint_path
     raise TrainingDiverged(divergence.report(
-        e, config.train_dir, config.flags.learning_rate,
+        e, config.loop.train_dir, config.optimizer.learning_rate,
         'step 0 (initialised from --checkpoint_path=%s)' % checkpoint_path
         if checkpoint_path else 'step 0')) from None
   except hooks.CheckpointWriteError as e:
@@ -378,6 +371,7 @@ def naming_collective_failures(config):
     if e.op is None or not e.op.type.startswith('Collective'):
       raise
     who = 'a clone or replica it waits for'
+    timeout = config.deployment.collective_timeout_secs
     if config.deployment.all_reduce_replicas:
       missing = cluster.unreachable_workers(config.task)
       if missing:
@@ -387,13 +381,12 @@ def naming_collective_failures(config):
           '--collective_timeout_secs=%g): %s stopped or never started. '
           'Restart the whole cluster: every worker resumes from the latest '
           'checkpoint in %s'
-          % (config.num_workers, e.op.name,
-             config.flags.collective_timeout_secs, who, config.train_dir))
+          % (config.num_workers, e.op.name, timeout, who,
+             config.loop.train_dir))
     else:
       message = (
           'collective op %s did not complete within --collective_timeout_secs'
-          '=%g: %s stopped or never started'
-          % (e.op.name, config.flags.collective_timeout_secs, who))
+          '=%g: %s stopped or never started' % (e.op.name, timeout, who))
     raise ScriptError(message) from None
 
 

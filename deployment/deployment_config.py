@@ -120,6 +120,46 @@ class DeploymentConfig:
     if num_replicas > 1:
       self._worker_device += '/task:%d' % replica_id
 
+  # The arguments a cluster task decides; for_task refuses them.
+  _TASK_ARGUMENTS = ('replica_id', 'num_replicas', 'num_ps_tasks')
+
+  @classmethod
+  def for_task(cls, task, **kwargs):
+    """The DeploymentConfig of a worker task of a cluster.
+
+    The task decides which replica this is and how many replicas and ps
+    tasks there are; everything else is as for the constructor.
+
+      task = cluster.ClusterTask(['ps0:2222'], ['w0:2222', 'w1:2222'],
+                                 'worker', 1)
+      config = DeploymentConfig.for_task(task, num_clones=2)
+      config.clone_device(1)  # '/job:worker/task:1/device:GPU:1'
+
+    Args:
+      task: the worker task, e.g. a clusters.cluster.ClusterTask; any
+        object with the attributes job_name, task_index (replica_id),
+        num_workers (num_replicas) and num_ps_tasks.
+      **kwargs: the constructor's other arguments (num_clones,
+        clone_on_cpu, ps_strategy, ...).
+
+    Raises:
+      TypeError: an argument the task decides is given too.
+      ValueError: the task is not of the worker job (a ps task deploys no
+        clones), or a value is out of range, as for the constructor.
+    """
+    given = [name for name in cls._TASK_ARGUMENTS if name in kwargs]
+    if given:
+      raise TypeError('for_task takes %s from the task; drop %s=%r' % (
+          ', '.join(cls._TASK_ARGUMENTS), given[0], kwargs[given[0]]))
+    worker_job = kwargs.get('worker_job_name', 'worker')
+    if task.job_name != worker_job:
+      raise ValueError(
+          'for_task needs a task of the %r job, got %s %d: a ps task '
+          'serves variables and deploys no clones'
+          % (worker_job, task.job_name, task.task_index))
+    return cls(replica_id=task.task_index, num_replicas=task.num_workers,
+               num_ps_tasks=task.num_ps_tasks, **kwargs)
+
   @property
   def num_clones(self):
     return self._num_clones

@@ -1,7 +1,11 @@
 """DeploymentConfig: devices, scopes, ps placement and validation."""
 
+import re
+import types
+
 import pytest
 
+from clusters import cluster
 from deployment import model_deploy
 from tf2_compat.slim_compat import tf
 
@@ -77,6 +81,45 @@ def test_several_replicas_name_the_worker_task():
   assert config.clone_device(1) == '/job:worker/task:2/device:GPU:1'
   assert config.inputs_device() == '/job:worker/task:2/device:CPU:0'
   assert config.optimizer_device() == '/job:worker/task:2/device:CPU:0'
+
+
+def test_for_task_takes_the_replica_and_counts_from_a_cluster_task():
+  task = cluster.ClusterTask(['127.0.0.1:2220'],
+                             ['127.0.0.1:2221', '127.0.0.1:2222'], 'worker', 1)
+  config = DeploymentConfig.for_task(task, num_clones=2, clone_on_cpu=True,
+                                     separate_cpu_devices=True)
+  assert (config.replica_id, config.num_replicas, config.num_ps_tasks) == (
+      1, 2, 1)
+  assert config.clone_devices(1) == ['/job:worker/task:1/device:CPU:1']
+  assert config.inputs_device() == '/job:worker/task:1/device:CPU:0'
+  assert config.ps_device == '/job:ps' and not config.is_chief
+
+
+def test_for_task_reads_only_the_documented_attributes():
+  # All-reduce workers: no ps task, so variables stay on the worker.
+  task = types.SimpleNamespace(job_name='worker', task_index=0, num_workers=3,
+                               num_ps_tasks=0)
+  config = DeploymentConfig.for_task(task, clone_on_cpu=True)
+  assert config.all_reduce_replicas and config.is_chief
+  assert config.variables_device() == '/job:worker/task:0/device:CPU:0'
+  assert config.clone_device(0) == '/job:worker/task:0/device:CPU:0'
+
+
+def test_for_task_refuses_a_ps_task():
+  task = cluster.ClusterTask(['127.0.0.1:2220'], ['127.0.0.1:2221'], 'ps', 0)
+  with pytest.raises(ValueError, match=re.escape(
+      "for_task needs a task of the 'worker' job, got ps 0: a ps task "
+      "serves variables and deploys no clones")):
+    DeploymentConfig.for_task(task)
+
+
+def test_for_task_refuses_what_the_task_decides():
+  task = types.SimpleNamespace(job_name='worker', task_index=1, num_workers=2,
+                               num_ps_tasks=1)
+  with pytest.raises(TypeError, match=re.escape(
+      'for_task takes replica_id, num_replicas, num_ps_tasks from the task; '
+      'drop num_replicas=4')):
+    DeploymentConfig.for_task(task, num_replicas=4)
 
 
 def _make_variables(graph, device_fn, use_resource, count):

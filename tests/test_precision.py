@@ -12,8 +12,6 @@ from tf2_compat.slim_compat import slim, tf
 from tests.script_runner import digits_accuracy
 from tests.script_runner import run_script
 from training import optimizers
-from training import run_config
-from training.flags import FLAGS
 
 
 def _model_fn(inputs, dtype):
@@ -194,12 +192,12 @@ def test_digits_lenet_reaches_97_percent(digits_dir, tmp_path, name):
 @pytest.mark.parametrize('optimizer', sorted(optimizers.OPTIMIZERS))
 def test_every_optimizer_takes_mixed_float16(graph, optimizer):
   # The optimizer sees float32 variables and unscaled float32 gradients.
-  hyper_parameters = run_config.FlagSnapshot.of(FLAGS)
   inputs = tf.constant(np.random.RandomState(0).rand(4, 5, 5, 2), tf.float32)
   model = model_deploy.deploy(
       model_deploy.DeploymentConfig(clone_on_cpu=True),
       _model_fn(inputs, tf.float16),
-      optimizer=optimizers.make_optimizer(optimizer, 0.01, hyper_parameters),
+      optimizer=optimizers.make_optimizer(
+          optimizers.OptimizerConfig(name=optimizer), 0.01),
       precision='mixed_float16')
   with tf.Session() as sess:
     sess.run(tf.global_variables_initializer())

@@ -70,6 +70,7 @@ CONFIG_METHODS = {
     'clone_device': '(self, clone_index)',
     'clone_devices': '(self, clone_index)',
     'clone_scope': '(self, clone_index)',
+    'for_task': '(task, **kwargs)',  # new: the config of a cluster task
     'inputs_device': '(self)',
     'optimizer_device': '(self)',
     'session_config': '(self, **kwargs)',  # new: model_deploy.session_config

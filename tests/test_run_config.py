@@ -1,5 +1,6 @@
 """training.run_config: the flags and the cluster, validated once."""
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -7,7 +8,14 @@ import tempfile
 from absl.testing import flagsaver
 import pytest
 
+from deployment import update
+from tf2_compat.slim_compat import tf
+import train_image_classifier
+from training import fine_tune
+from training import inputs
+from training import optimizers
 from training import run_config
+from training import schedule
 from training.errors import UsageError
 from training.flags import FLAGS
 
@@ -55,9 +63,9 @@ def test_single_machine_run(digits_dir):
   assert config.deployment.clone_device(1) == '/device:CPU:0'
   assert config.plan.global_batch_size == 32
   assert config.plan.num_samples == 1437
-  assert config.image_size == 28
+  assert config.inputs.image_size == 28
   assert config.model.num_classes == 10
-  assert config.fine_tune_checkpoint is None
+  assert config.fine_tune.checkpoint is None
   assert config.sync_optimizer_replicas is None
 
 
@@ -138,7 +146,8 @@ def test_sync_replicas_plan_counts_the_aggregated_replicas(digits_dir):
 
 
 def test_worker_of_a_cluster_takes_counts_from_the_cluster(digits_dir):
-  config = run_config.from_flags(digits(digits_dir, '--clone_on_cpu'),
+  snapshot = digits(digits_dir, '--clone_on_cpu')
+  config = run_config.from_flags(snapshot,
                                  tf_config(PS, WORKERS, 'worker', 1))
   assert config.task.task_index == 1 and config.task.source == 'TF_CONFIG'
   assert not config.is_chief and config.num_workers == 2
@@ -149,7 +158,7 @@ def test_worker_of_a_cluster_takes_counts_from_the_cluster(digits_dir):
       '/job:worker/task:1/device:CPU:0')
   # The cluster's counts are in the config; the flags keep their defaults.
   assert FLAGS['worker_replicas'].default == 1
-  assert config.flags.worker_replicas == 1
+  assert snapshot.worker_replicas == 1
 
 
 def test_ps_task_needs_no_dataset():
@@ -157,6 +166,7 @@ def test_ps_task_needs_no_dataset():
                                  tf_config(PS, WORKERS, 'ps', 0))
   assert config.is_ps and not config.is_chief
   assert config.model is None and config.deployment is None
+  assert config.loop is None and config.plan is None
 
 
 @pytest.mark.parametrize('argv,line', [
@@ -201,14 +211,114 @@ def test_no_cluster_without_host_flags_or_tf_config(digits_dir):
   assert config.task is None and config.is_chief
 
 
-def test_accumulation_multiplies_the_global_batch(digits_dir):
+def test_accumulation_steps_reach_update_and_plan_from_one_source(
+    digits_dir):
   config = run_config.from_flags(
       digits(digits_dir, '--batch_size=8', '--num_clones=2',
              '--accumulation_steps=4'), NO_ENV)
+  assert config.update.accumulation_steps == 4
+  assert config.update.deploy_kwargs()['accumulation_steps'] == 4
+  assert config.plan.accumulation_steps == 4
   assert config.plan.global_batch_size == 64
   assert config.plan.describe()[0] == (
       'global batch per step: 8 per clone x 2 clones x 4 micro-steps = 64 '
       'examples')
+  # The plan follows the update options, not a flag of its own.
+  halved = schedule.plan_for(
+      config.inputs.batch_size, config.model.dataset.num_samples,
+      config.deployment,
+      dataclasses.replace(config.update, accumulation_steps=2),
+      config.optimizer)
+  assert halved.global_batch_size == 32
+
+
+def test_accumulation_steps_reach_the_graph(digits_dir, tmp_path):
+  config = run_config.from_flags(
+      digits(digits_dir, '--clone_on_cpu', '--accumulation_steps=4',
+             '--train_dir=%s' % tmp_path), NO_ENV)
+  with tf.Graph().as_default() as graph:
+    train_image_classifier.build_training_graph(config)
+    is_apply_step = graph.get_operation_by_name('accumulation/is_apply_step')
+    modulo = is_apply_step.inputs[0].op
+    accumulators = [v.op.name for v in tf.local_variables()
+                    if v.op.name.endswith('_accumulator')]
+  assert modulo.type == 'FloorMod'
+  assert tf.get_static_value(modulo.inputs[1]) == 4
+  assert len(accumulators) == 8  # LeNet's weights and biases
+
+
+def test_parts_hold_the_flags(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  config = run_config.from_flags(
+      digits(digits_dir, '--clone_on_cpu', '--num_clones=2',
+             '--optimizer=momentum', '--momentum=0.8',
+             '--learning_rate=0.05', '--learning_rate_decay_type=polynomial',
+             '--end_learning_rate=0.001', '--sync_replicas',
+             '--worker_replicas=2', '--num_ps_tasks=1',
+             '--replicas_to_aggregate=2', '--moving_average_decay=0.99',
+             '--clip_gradient_norm=5', '--precision=mixed_bfloat16',
+             '--sync_batch_norm', '--shuffle_seed=7', '--num_readers=2',
+             '--train_image_size=32', '--preprocessing_name=cifarnet',
+             '--trainable_scopes=LeNet/fc3, LeNet/fc4',
+             '--checkpoint_exclude_scopes=LeNet/fc4',
+             '--max_number_of_steps=50', '--save_interval_secs=0',
+             '--log_every_n_steps=5', '--label_smoothing=0.1',
+             '--random_seed=3', '--train_dir=%s' % train_dir), NO_ENV)
+  assert config.optimizer == optimizers.OptimizerConfig(
+      name='momentum', momentum=0.8, learning_rate=0.05,
+      learning_rate_decay_type='polynomial', end_learning_rate=0.001,
+      sync_replicas=True, replicas_to_aggregate=2, moving_average_decay=0.99)
+  assert config.update == update.UpdateOptions(
+      clip_gradient_norm=5.0, precision='mixed_bfloat16',
+      sync_batch_norm=True)
+  assert config.deployment.separate_cpu_devices  # for sync batch norm
+  assert config.deployment.clone_devices(1) == [
+      '/job:worker/task:0/device:CPU:1']
+  assert config.sync_optimizer_replicas == (2, 2)
+  assert config.inputs == inputs.InputConfig(
+      dataset_name='digits', dataset_split_name='train',
+      dataset_dir=digits_dir, labels_offset=0, preprocessing_name='cifarnet',
+      batch_size=32, image_size=32, num_readers=2,
+      num_preprocessing_threads=4, shuffle_seed=7)
+  assert config.loop == run_config.LoopConfig(
+      train_dir=train_dir, max_number_of_steps=50, save_interval_secs=0,
+      save_summaries_secs=600, log_every_n_steps=5, non_chief_wait_secs=30)
+  assert config.fine_tune == fine_tune.FineTuneConfig(
+      checkpoint_exclude_scopes=('LeNet/fc4',),
+      trainable_scopes=('LeNet/fc3', 'LeNet/fc4'))
+  assert (config.label_smoothing, config.random_seed) == (0.1, 3)
+  assert config.choices == ('lenet', 'digits', 0)
+
+
+def test_default_flags_give_the_default_optimizer_config(digits_dir):
+  config = run_config.from_flags(digits(digits_dir), NO_ENV)
+  assert config.optimizer == optimizers.OptimizerConfig()
+  assert config.update == update.UpdateOptions()
+
+
+def test_fine_tune_checkpoint_is_resolved_from_a_directory(digits_dir,
+                                                           tmp_path):
+  with tf.Graph().as_default():
+    variable = tf.Variable(1.0, name='v')
+    with tf.Session() as session:
+      session.run(variable.initializer)
+      tf.train.Saver([variable]).save(session, str(tmp_path / 'model.ckpt'),
+                                      global_step=3)
+  config = run_config.from_flags(
+      digits(digits_dir, '--checkpoint_path=%s' % tmp_path,
+             '--ignore_missing_vars'), NO_ENV)
+  assert config.fine_tune.checkpoint_path == str(tmp_path)
+  assert config.fine_tune.checkpoint == str(tmp_path / 'model.ckpt-3')
+  assert config.fine_tune.ignore_missing_vars
+
+
+def test_run_config_and_its_parts_are_read_only(digits_dir):
+  config = run_config.from_flags(digits(digits_dir), NO_ENV)
+  for obj, name in ((config, 'master'), (config.optimizer, 'learning_rate'),
+                    (config.inputs, 'batch_size'), (config.loop, 'train_dir'),
+                    (config.fine_tune, 'trainable_scopes')):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+      setattr(obj, name, None)
 
 
 @pytest.mark.parametrize('argv,line', [

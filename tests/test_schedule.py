@@ -3,8 +3,26 @@
 import numpy as np
 import pytest
 
+from deployment import model_deploy
+from deployment import update
 from tf2_compat.slim_compat import tf
+from training import optimizers
 from training import schedule
+
+
+def _plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
+          sync_replicas=False, replicas_to_aggregate=1, warmup_epochs=0.0,
+          accumulation_steps=1, deployment=None):
+  """The plan of a run with these parts, as training.run_config makes it."""
+  return schedule.plan_for(
+      batch_size, num_samples,
+      deployment or model_deploy.DeploymentConfig(num_clones=num_clones,
+                                                  clone_on_cpu=True),
+      update.UpdateOptions(accumulation_steps=accumulation_steps),
+      optimizers.OptimizerConfig(
+          num_epochs_per_decay=num_epochs_per_decay,
+          warmup_epochs=warmup_epochs, sync_replicas=sync_replicas,
+          replicas_to_aggregate=replicas_to_aggregate))
 
 
 @pytest.mark.parametrize(
@@ -16,16 +34,15 @@ from training import schedule
         (16, 2, True, 3, 96),
     ])
 def test_global_batch(batch_size, num_clones, sync, replicas, global_batch):
-  plan = schedule.make_batch_plan(batch_size, num_clones, 10000, 2.0,
-                                  sync_replicas=sync,
-                                  replicas_to_aggregate=replicas)
+  plan = _plan(batch_size, num_clones, 10000, 2.0, sync_replicas=sync,
+               replicas_to_aggregate=replicas)
   assert plan.global_batch_size == global_batch
 
 
 def test_decay_steps_count_epochs_whatever_the_clones():
   # 1,281,167 ImageNet images, 2 epochs per decay, 32 per clone.
-  one = schedule.make_batch_plan(32, 1, 1281167, 2.0)
-  four = schedule.make_batch_plan(32, 4, 1281167, 2.0)
+  one = _plan(32, 1, 1281167, 2.0)
+  four = _plan(32, 4, 1281167, 2.0)
   assert one.steps_per_epoch == pytest.approx(40036.46875)
   assert one.decay_steps == 80072
   assert four.decay_steps == 20018  # upstream kept 80072: 8 epochs
@@ -35,21 +52,41 @@ def test_decay_steps_count_epochs_whatever_the_clones():
 
 
 def test_sync_replicas_divide_decay_steps():
-  plan = schedule.make_batch_plan(32, 2, 50000, 1.0, sync_replicas=True,
-                                  replicas_to_aggregate=4)
+  plan = _plan(32, 2, 50000, 1.0, sync_replicas=True,
+               replicas_to_aggregate=4)
   assert plan.global_batch_size == 256
   assert plan.steps_per_epoch == pytest.approx(195.3125)
   assert plan.decay_steps == 195
 
 
+def test_accumulation_steps_come_from_the_update_options():
+  plan = _plan(8, 2, 1437, 2.0, accumulation_steps=4)
+  assert (plan.accumulation_steps, plan.global_batch_size) == (4, 64)
+  assert plan.describe()[0] == (
+      'global batch per step: 8 per clone x 2 clones x 4 micro-steps = 64 '
+      'examples')
+
+
+@pytest.mark.parametrize('num_ps_tasks,workers_per_step', [(0, 3), (1, 1)])
+def test_all_reduce_workers_each_take_a_batch(num_ps_tasks, workers_per_step):
+  # Without ps tasks the 3 workers all-reduce: a global step takes a batch
+  # on each. With a ps task they train asynchronously.
+  deployment = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True, replica_id=1, num_replicas=3,
+      num_ps_tasks=num_ps_tasks)
+  plan = _plan(16, 2, 1437, 2.0, deployment=deployment)
+  assert plan.all_reduce_workers == workers_per_step
+  assert plan.global_batch_size == 32 * workers_per_step
+
+
 def test_tiny_dataset_still_decays_after_at_least_one_step():
-  plan = schedule.make_batch_plan(64, 2, 10, 0.5)
+  plan = _plan(64, 2, 10, 0.5)
   assert plan.decay_steps == 1
 
 
 def test_describe_shows_how_numbers_follow_from_flags():
-  plan = schedule.make_batch_plan(32, 2, 1437, 2.0, sync_replicas=True,
-                                  replicas_to_aggregate=2, warmup_epochs=1)
+  plan = _plan(32, 2, 1437, 2.0, sync_replicas=True,
+               replicas_to_aggregate=2, warmup_epochs=1)
   assert plan.describe() == [
       'global batch per step: 32 per clone x 2 clones x 2 replicas to '
       'aggregate = 128 examples',
@@ -60,7 +97,7 @@ def test_describe_shows_how_numbers_follow_from_flags():
 
 
 def test_unknown_decay_type_lists_known_ones():
-  plan = schedule.make_batch_plan(5, 2, 100, 2.0)
+  plan = _plan(5, 2, 100, 2.0)
   with pytest.raises(ValueError, match="decay_type must be one of "
                      "exponential, fixed, polynomial, got 'cosine'"):
     schedule.learning_rate(plan, tf.constant(0), 'cosine', 0.1)
@@ -68,7 +105,7 @@ def test_unknown_decay_type_lists_known_ones():
 
 def _rates(decay_type, steps, warmup_epochs=0.0, **kwargs):
   # 100 examples, global batch 10: 10 steps per epoch, decay every 20 steps.
-  plan = schedule.make_batch_plan(5, 2, 100, 2.0, warmup_epochs=warmup_epochs)
+  plan = _plan(5, 2, 100, 2.0, warmup_epochs=warmup_epochs)
   with tf.Graph().as_default():
     step = tf.placeholder(tf.int64, [])
     rate = schedule.learning_rate(plan, step, decay_type, 0.1, **kwargs)

@@ -166,10 +166,8 @@ def _write_checkpoint(prefix, values, layout=None):
       tf.train.Saver(variables).save(session, prefix)
 
 
-class _Flags:
-  model_name = 'lenet'
-  dataset_name = 'flowers'
-  labels_offset = 0
+_CHOICES = checkpoint_fit.Choices(model_name='lenet', dataset_name='flowers',
+                                  labels_offset=0)
 
 
 def test_another_number_of_classes_is_named_with_the_dataset_trained_on(
@@ -181,7 +179,7 @@ def test_another_number_of_classes_is_named_with_the_dataset_trained_on(
     model = tf.Variable([[0.0] * 5] * 3, name='LeNet/fc4/weights')
     with pytest.raises(UsageError) as raised:
       checkpoint_fit.check_resume(str(tmp_path), checkpoint, [model],
-                                  _Flags())
+                                  _CHOICES)
   assert re.search(
       r'variable LeNet/fc4/weights has shape \[3, 5\] here but \[3, 10\] in '
       r'it\. It was trained with --dataset_name=digits: resume with that',
@@ -260,7 +258,7 @@ def test_a_train_dir_with_no_readable_checkpoint_is_refused_untouched(
       '--train_dir=%s: no checkpoint in it is readable: model.ckpt-2 is '
       'unreadable (model.ckpt-2.data-00000-of-00001 is truncated: shorter '
       'than its index says); model.ckpt-1 is unreadable' % train_dir)):
-    resume_check.prepare_train_dir(train_dir, [], _Flags())
+    resume_check.prepare_train_dir(train_dir, [], _CHOICES)
   assert _digests(train_dir) == before
 
 

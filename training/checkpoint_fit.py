@@ -12,15 +12,22 @@ the checkpoint's index alone, before any session exists:
     checkpoint, and the flags it was trained with when they can be told:
     --model_name from the network scope of its variables,
     --dataset_name and --labels_offset from its saved input layout
-    (training/input_position.py).
+    (training/input_position.py), against the run's `Choices`.
 """
 
+import collections
 import inspect
 
 from tf2_compat.slim_compat import tf
 from nets import nets_factory
 from training import input_position
 from training.errors import UsageError
+
+# What a run chose that a checkpoint can tell it was trained with: a
+# refusal names the --model_name, --dataset_name or --labels_offset that
+# differs (see trained_with).
+Choices = collections.namedtuple(
+    'Choices', ['model_name', 'dataset_name', 'labels_offset'])
 
 
 def by_checkpoint_name(variables):
@@ -81,25 +88,24 @@ def _saved_layout(reader):
   return dict(field.split('=', 1) for field in text.split() if '=' in field)
 
 
-def trained_with(reader, flags):
-  """The flags the checkpoint was trained with that differ from `flags`'s
-  (model_name, dataset_name, labels_offset), e.g. ['--model_name=lenet'];
-  only those the checkpoint tells."""
+def trained_with(reader, choices):
+  """The flags the checkpoint was trained with that differ from the run's
+  Choices, e.g. ['--model_name=lenet']; only those the checkpoint tells."""
   differ = []
   models = _model_names(reader.get_variable_to_shape_map())
-  if models and flags.model_name not in models:
+  if models and choices.model_name not in models:
     differ.append('--model_name=%s' % ' or '.join(models))
   layout = _saved_layout(reader)
   dataset = layout.get('dataset', '').split('/')[0]
-  if dataset and dataset != flags.dataset_name:
+  if dataset and dataset != choices.dataset_name:
     differ.append('--dataset_name=%s' % dataset)
   offset = layout.get('labels_offset')
-  if offset is not None and offset != str(flags.labels_offset):
+  if offset is not None and offset != str(choices.labels_offset):
     differ.append('--labels_offset=%s' % offset)
   return differ
 
 
-def _first_misfit(checkpoint, variables, flags):
+def _first_misfit(checkpoint, variables, choices):
   """None when the checkpoint restores `variables`; else (what differs, the
   flags it was trained with as text or None)."""
   reader = tf.train.load_checkpoint(checkpoint)
@@ -112,13 +118,13 @@ def _first_misfit(checkpoint, variables, flags):
           'variable %s has shape %s here but %s in it' % (name, shape, saved))
   if len(found) > 1:
     what += ' (and %d more variable(s) differ)' % (len(found) - 1)
-  return what, ' '.join(trained_with(reader, flags)) or None
+  return what, ' '.join(trained_with(reader, choices)) or None
 
 
-def _check(checkpoint, variables, flags, chosen_by, verb, other_way):
+def _check(checkpoint, variables, choices, chosen_by, verb, other_way):
   """Raises UsageError unless `checkpoint` restores `variables`: what
   differs, the flags it was trained with, and `other_way` out."""
-  misfit = _first_misfit(checkpoint, variables, flags)
+  misfit = _first_misfit(checkpoint, variables, choices)
   if misfit is None:
     return
   what, flags_text = misfit
@@ -132,16 +138,18 @@ def _check(checkpoint, variables, flags, chosen_by, verb, other_way):
           other_way))
 
 
-def check_resume(train_dir, checkpoint, variables, flags):
+def check_resume(train_dir, checkpoint, variables, choices):
   """Raises UsageError unless `checkpoint` (train_dir's latest) restores
-  `variables`, the built graph's global variables."""
-  _check(checkpoint, variables, flags, '--train_dir=%s' % train_dir,
+  `variables`, the built graph's global variables; `choices` are the
+  run's Choices."""
+  _check(checkpoint, variables, choices, '--train_dir=%s' % train_dir,
          'resume', 'give another --train_dir (to fine-tune from it: '
          '--checkpoint_path=%s with an empty --train_dir)' % checkpoint)
 
 
-def check_eval(checkpoint, variables, flags):
-  """Raises UsageError unless `checkpoint` restores `variables`."""
-  _check(checkpoint, variables, flags,
-         '--checkpoint_path=%s' % flags.checkpoint_path, 'evaluate',
+def check_eval(checkpoint_path, checkpoint, variables, choices):
+  """Raises UsageError unless `checkpoint`, which --checkpoint_path names,
+  restores `variables`; `choices` are the run's Choices."""
+  _check(checkpoint, variables, choices,
+         '--checkpoint_path=%s' % checkpoint_path, 'evaluate',
          'give another --checkpoint_path')

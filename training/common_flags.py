@@ -2,7 +2,8 @@
 
 Same names, defaults and meanings in both scripts (those of upstream Slim):
 what to read (dataset), what to build (network, preprocessing) and where to
-run it. Importing this module defines them once.
+run it. Importing this module defines them once; each script also calls
+`define_split_and_batch` with its defaults.
 """
 
 from absl import flags
@@ -30,5 +31,16 @@ flags.DEFINE_boolean('slurm', False,
                      'Run as one task of a srun job step: training takes its '
                      'cluster from Slurm, evaluation runs on task 0 only '
                      '(docs/clusters.md#slurm).')
+
+
+def define_split_and_batch(dataset_split_name, batch_size):
+  """Defines --dataset_split_name and --batch_size, whose defaults differ
+  by script: upstream's 'train' and 32 to train, 'test' and 100 to
+  evaluate."""
+  flags.DEFINE_string('dataset_split_name', dataset_split_name,
+                      'The split to read.')
+  flags.DEFINE_integer('batch_size', batch_size,
+                       'Examples per clone per step.')
+
 
 FLAGS = flags.FLAGS

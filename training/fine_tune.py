@@ -1,10 +1,32 @@
 """Fine-tuning: which variables to restore from a checkpoint, which to train."""
 
+import dataclasses
 import os
+import typing
 
 from tf2_compat.slim_compat import slim, tf
 from training import checkpoint_fit
 from training.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuneConfig:
+  """Upstream Slim's fine-tuning flags, read once.
+
+  Attributes:
+    checkpoint_path: --checkpoint_path as given (for messages), or None.
+    checkpoint: the readable checkpoint prefix it resolves to
+      (resume_check.readable_checkpoint), or None: restore nothing. Used
+      only while train_dir has no checkpoint of its own.
+    checkpoint_exclude_scopes: scopes whose variables are not restored.
+    trainable_scopes: the scopes trained; () trains every variable.
+    ignore_missing_vars: skip variables the checkpoint lacks.
+  """
+  checkpoint_path: typing.Optional[str] = None
+  checkpoint: typing.Optional[str] = None
+  checkpoint_exclude_scopes: typing.Tuple[str, ...] = ()
+  trainable_scopes: typing.Tuple[str, ...] = ()
+  ignore_missing_vars: bool = False
 
 
 def split_scopes(scopes):
@@ -79,6 +101,31 @@ def variables_to_restore(checkpoint_path, exclude_scopes, ignore_missing_vars):
           'logits when the number of classes differs)'
           % (name, shape, saved, checkpoint_path))
   return restore
+
+
+def restoring_init_fn(fine_tune_config):
+  """A Scaffold init_fn restoring the model variables from the checkpoint
+  of a FineTuneConfig, minus its exclude scopes; None without one. Call
+  it once the model is built.
+
+  Raises:
+    UsageError: a model variable is missing from the checkpoint or has
+      another shape there (see variables_to_restore).
+  """
+  checkpoint = fine_tune_config.checkpoint
+  if checkpoint is None:
+    return None
+  restore = variables_to_restore(checkpoint,
+                                 fine_tune_config.checkpoint_exclude_scopes,
+                                 fine_tune_config.ignore_missing_vars)
+  saver = tf.train.Saver(restore)
+
+  def init_fn(unused_scaffold, session):
+    tf.logging.info('fine-tuning from %s (%d variables)', checkpoint,
+                    len(restore))
+    saver.restore(session, checkpoint)
+
+  return init_fn
 
 
 def variables_to_train(trainable_scopes):

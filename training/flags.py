@@ -17,7 +17,7 @@ Upstream defaults are kept. Flags that differ from upstream:
 
 from absl import flags
 
-from training import common_flags  # pylint: disable=unused-import
+from training import common_flags
 
 # Deployment.
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
@@ -106,8 +106,7 @@ flags.DEFINE_integer('replicas_to_aggregate', 1,
                      '(sync replicas).')
 
 # Dataset and model.
-flags.DEFINE_string('dataset_split_name', 'train', 'The split to train on.')
-flags.DEFINE_integer('batch_size', 32, 'Examples per clone per step.')
+common_flags.define_split_and_batch('train', 32)
 flags.DEFINE_integer('train_image_size', None,
                      'Train image size; None: the network default.')
 flags.DEFINE_integer('max_number_of_steps', None,

@@ -33,14 +33,20 @@ from tf2_compat.slim_compat import tf
 LAYOUT_NAME = 'input_position/layout'
 
 
-def layout(flags, image_size, num_shards, shard_index):
-  """The input layout of a run, as a readable string."""
+def layout(inputs, num_shards, shard_index):
+  """The input layout of a run, as a readable string.
+
+  Args:
+    inputs: the run's training.inputs.InputConfig.
+    num_shards: the replicas reading disjoint shards of the files.
+    shard_index: this replica's shard.
+  """
   return ('dataset=%s/%s batch_size=%d shard=%d/%d seed=%s image_size=%d '
           'preprocessing=%s labels_offset=%d' % (
-              flags.dataset_name, flags.dataset_split_name, flags.batch_size,
-              shard_index, num_shards, flags.shuffle_seed, image_size,
-              flags.preprocessing_name or flags.model_name,
-              flags.labels_offset))
+              inputs.dataset_name, inputs.dataset_split_name,
+              inputs.batch_size, shard_index, num_shards, inputs.shuffle_seed,
+              inputs.image_size, inputs.preprocessing_name,
+              inputs.labels_offset))
 
 
 class PositionedBatches:

@@ -19,9 +19,10 @@ from training.errors import call_for_flag
 # num_classes is the network's: the dataset's classes minus labels_offset.
 # record_counts: {path: first records read} of the split's files, from the
 # check at open; make_dataset takes them instead of reading the files again.
+# model_name: the --model_name network_fn was built from.
 ModelAndData = collections.namedtuple(
     'ModelAndData', ['dataset', 'num_classes', 'network_fn', 'preprocess_fn',
-                     'record_counts'])
+                     'record_counts', 'model_name'])
 
 
 def model_and_data(flag_values, is_training, weight_decay=0.0):
@@ -63,16 +64,16 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
       f.preprocessing_name or f.model_name, is_training=is_training,
       use_grayscale=f.use_grayscale)
   return ModelAndData(dataset, num_classes, network_fn, preprocess_fn,
-                      record_counts)
+                      record_counts, f.model_name)
 
 
 @contextlib.contextmanager
-def reporting_bad_labels(flag_values, dataset):
+def reporting_bad_labels(dataset, labels_offset, dataset_dir):
   """A label outside the classes, met in a batch of an input pipeline made
-  with check_labels=True, as a UsageError (exit 2) naming it."""
+  with check_labels=True, as a UsageError (exit 2) naming it and
+  --dataset_dir."""
   try:
-    with split_check.naming_bad_labels(dataset, flag_values.labels_offset):
+    with split_check.naming_bad_labels(dataset, labels_offset):
       yield
   except split_check.BadLabelError as e:
-    raise UsageError('--dataset_dir=%s: %s' % (flag_values.dataset_dir,
-                                               e)) from None
+    raise UsageError('--dataset_dir=%s: %s' % (dataset_dir, e)) from None

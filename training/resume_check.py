@@ -99,15 +99,15 @@ def _unreadable_text(skipped):
                    for p, reason in skipped)
 
 
-def prepare_train_dir(train_dir, variables, flags, log_fn=None):
+def prepare_train_dir(train_dir, variables, choices, log_fn=None):
   """Picks and checks the checkpoint to resume from, then repairs train_dir
   around it (see the module doc). The chief's job, before it writes.
 
   Args:
     train_dir: the run's --train_dir.
     variables: the built graph's global variables.
-    flags: the run's flags (model_name, dataset_name, labels_offset), for
-      the fix a refusal names.
+    choices: the run's checkpoint_fit.Choices (model_name, dataset_name,
+      labels_offset), for the fix a refusal names.
     log_fn: where the repair's line goes (tf.logging.warning by default).
 
   Returns:
@@ -126,7 +126,7 @@ def prepare_train_dir(train_dir, variables, flags, log_fn=None):
         '--train_dir=%s: no checkpoint in it is readable: %s. Move them '
         'elsewhere to start over from step 0, or give another --train_dir'
         % (train_dir, _unreadable_text(skipped)))
-  checkpoint_fit.check_resume(train_dir, chosen, variables, flags)
+  checkpoint_fit.check_resume(train_dir, chosen, variables, choices)
   # Only reads so far; the repairs are the first writes.
   try:
     return _repair(train_dir, candidates, index_problem, chosen, skipped,

@@ -3,8 +3,22 @@
 `from_flags` reads the parsed flags and the cluster (the host flags or
 TF_CONFIG) once, checks all of them, and either returns a frozen RunConfig
 or raises one UsageError listing every problem, each with its value and its
-fix. Nothing downstream reads FLAGS or validates again, and nothing writes
-to FLAGS.
+fix. The RunConfig is made of typed parts, each built once from the flags;
+nothing downstream reads a flag (tests/test_run_config.py checks that) or
+validates again, and nothing writes to FLAGS:
+
+  deployment  DeploymentConfig: clones, replicas, ps tasks, devices.
+  update      deployment.update.UpdateOptions: accumulation, clipping,
+              precision, replica averaging, sync batch norm.
+  optimizer   optimizers.OptimizerConfig: the optimizer, the learning-rate
+              schedule, sync replicas, moving averages.
+  plan        schedule.BatchPlan: the global batch and the epochs, derived
+              from the three above (accumulation_steps from `update` only).
+  inputs      inputs.InputConfig: the split, batch, image size, readers.
+  model       lookup.ModelAndData: the dataset, network, preprocessing.
+  loop        LoopConfig: train_dir, the last step, how often to
+              checkpoint, summarise and log.
+  fine_tune   fine_tune.FineTuneConfig: --checkpoint_path and its scopes.
 
 Two checks need the built graph and stay where the graph is built, still
 before anything is written: that --trainable_scopes match a variable, and
@@ -12,7 +26,6 @@ that the variables fit --checkpoint_path.
 """
 
 import dataclasses
-import math
 import os
 import typing
 
@@ -22,7 +35,12 @@ from deployment import deployment_config
 from deployment import device_placement
 from deployment import model_deploy
 from deployment import precision
+from deployment import update as deploy_update
+from training import checkpoint_fit
 from training import checkpoint_state
+from training import fine_tune as fine_tune_lib
+from training import flag_checks
+from training import inputs as inputs_lib
 from training import lookup
 from training import optimizers
 from training import resume_check
@@ -32,38 +50,6 @@ from training.errors import UsageError
 
 _QUANTIZE_FIX = ('quantization-aware training relied on tf.contrib.quantize, '
                  'which TF 2.x removed; leave the flag at -1')
-
-# (flag, condition on its value, what the value must be); see check_ranges.
-_RANGES = (
-    ('batch_size', lambda v: v >= 1, '>= 1 (examples per clone)'),
-    ('num_clones', lambda v: v >= 1, '>= 1'),
-    ('worker_replicas', lambda v: v >= 1, '>= 1'),
-    ('num_ps_tasks', lambda v: v >= 0, '>= 0'),
-    ('task', lambda v: v >= 0, '>= 0'),
-    ('replicas_to_aggregate', lambda v: v >= 1, '>= 1'),
-    ('max_number_of_steps', lambda v: v >= 1, '>= 1'),
-    ('num_epochs_per_decay', lambda v: v > 0, '> 0'),
-    ('warmup_epochs', lambda v: v >= 0, '>= 0'),
-    ('learning_rate', lambda v: v > 0, '> 0'),
-    ('label_smoothing', lambda v: 0 <= v < 1, 'in [0, 1)'),
-    ('weight_decay', lambda v: v >= 0, '>= 0 (0: no weight decay)'),
-    ('moving_average_decay', lambda v: 0 < v < 1, 'in (0, 1)'),
-    ('labels_offset', lambda v: v >= 0, '>= 0'),
-    ('train_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
-    ('num_readers', lambda v: v >= 1, '>= 1'),
-    ('num_preprocessing_threads', lambda v: v >= 1, '>= 1'),
-    ('log_every_n_steps', lambda v: v >= 1, '>= 1'),
-    ('save_interval_secs', lambda v: v >= 0,
-     '>= 0 (0: checkpoint only at the end)'),
-    ('save_summaries_secs', lambda v: v >= 1, '>= 1'),
-    ('non_chief_wait_secs', lambda v: v >= 1, '>= 1'),
-    ('collective_timeout_secs', lambda v: v > 0, '> 0'),
-    ('accumulation_steps', lambda v: v >= 1, '>= 1 (1: no accumulation)'),
-    ('replica_averaging_steps', lambda v: v >= 1,
-     '>= 1 (unset: average the gradients every step)'),
-    ('clip_gradient_norm', lambda v: v > 0, '> 0 (leave it unset for no '
-     'clipping)'),
-)
 
 # (flag, the known values).
 _CHOICES = (
@@ -113,48 +99,77 @@ class FlagSnapshot:
 
 
 @dataclasses.dataclass(frozen=True)
+class LoopConfig:
+  """The training loop, under upstream Slim's flag names.
+
+  Attributes:
+    train_dir: where checkpoints and summaries are written.
+    max_number_of_steps: the global step training stops at; None: never.
+    save_interval_secs: seconds between checkpoints; 0: only at the end.
+    save_summaries_secs: seconds between summaries.
+    log_every_n_steps: steps between progress lines.
+    non_chief_wait_secs: how often a non-chief worker checks whether the
+      chief has initialised the model.
+  """
+  train_dir: str
+  max_number_of_steps: typing.Optional[int]
+  save_interval_secs: int
+  save_summaries_secs: int
+  log_every_n_steps: int
+  non_chief_wait_secs: int
+
+
+@dataclasses.dataclass(frozen=True)
 class RunConfig:
   """What one process of a training run does, validated.
 
+  A ps task has only the first four attributes; the parts are None there.
+
   Attributes:
-    flags: the FlagSnapshot everything else was derived from.
     task: this process's ClusterTask, None without a cluster.
     master: the session target ('' for in-process; a cluster task trains
       against its own server, known only once the server starts).
     is_chief: whether this process initialises, checkpoints and summarises.
     num_workers: worker replicas in the run.
-    deployment: the DeploymentConfig (None on a ps task).
-    model: the dataset, network and preprocessing (None on a ps task).
-    plan: the BatchPlan (None on a ps task).
-    image_size: the training image size (None on a ps task).
-    fine_tune_checkpoint: the resolved --checkpoint_path, or None.
+    deployment, update, optimizer, plan, inputs, model, loop, fine_tune:
+      the parts the module docstring lists.
+    label_smoothing: of the cross-entropy loss.
+    random_seed: graph-level seed of the initialisers and dropout; None:
+      random.
   """
-  flags: FlagSnapshot
   task: typing.Optional[cluster.ClusterTask]
   master: str
   is_chief: bool
   num_workers: int
-  deployment: typing.Optional[model_deploy.DeploymentConfig]
-  model: typing.Optional[lookup.ModelAndData]
-  plan: typing.Optional[schedule.BatchPlan]
-  image_size: typing.Optional[int]
-  fine_tune_checkpoint: typing.Optional[str]
+  deployment: typing.Optional[model_deploy.DeploymentConfig] = None
+  update: typing.Optional[deploy_update.UpdateOptions] = None
+  optimizer: typing.Optional[optimizers.OptimizerConfig] = None
+  plan: typing.Optional[schedule.BatchPlan] = None
+  inputs: typing.Optional[inputs_lib.InputConfig] = None
+  model: typing.Optional[lookup.ModelAndData] = None
+  loop: typing.Optional[LoopConfig] = None
+  fine_tune: typing.Optional[fine_tune_lib.FineTuneConfig] = None
+  label_smoothing: float = 0.0
+  random_seed: typing.Optional[int] = None
 
   @property
   def is_ps(self):
     return self.task is not None and self.task.is_ps
 
   @property
-  def train_dir(self):
-    return self.flags.train_dir
-
-  @property
   def sync_optimizer_replicas(self):
     """(replicas_to_aggregate, total replicas) with --sync_replicas, else
     None."""
-    if not self.flags.sync_replicas:
+    if not self.optimizer.sync_replicas:
       return None
-    return self.flags.replicas_to_aggregate, self.num_workers
+    return self.optimizer.replicas_to_aggregate, self.num_workers
+
+  @property
+  def choices(self):
+    """The checkpoint_fit.Choices a refused checkpoint is compared with."""
+    return checkpoint_fit.Choices(self.model.model_name,
+                                  self.inputs.dataset_name,
+                                  self.inputs.labels_offset)
 
 
 def from_flags(flag_values, environ=None):
@@ -180,8 +195,7 @@ def from_flags(flag_values, environ=None):
   _check_sync_replicas(snapshot, num_workers, task, problems)
   if task is not None and task.is_ps:
     problems.raise_if_any()
-    return RunConfig(snapshot, task, '', False, num_workers, None, None,
-                     None, None, None)
+    return RunConfig(task, '', False, num_workers)
 
   deployment = None
   if not problems:
@@ -193,49 +207,50 @@ def from_flags(flag_values, environ=None):
     checkpoint = problems.attempt(resume_check.readable_checkpoint,
                                   snapshot.checkpoint_path)
   problems.raise_if_any()
+  return _worker_config(snapshot, task, deployment, model, checkpoint)
 
-  plan = schedule.make_batch_plan(
-      snapshot.batch_size, snapshot.num_clones, model.dataset.num_samples,
-      snapshot.num_epochs_per_decay, snapshot.sync_replicas,
-      snapshot.replicas_to_aggregate, snapshot.warmup_epochs,
-      snapshot.accumulation_steps,
-      all_reduce_workers=num_workers if deployment.all_reduce_replicas else 1)
+
+def _worker_config(f, task, deployment, model, checkpoint):
+  """The RunConfig of a worker from its validated flags: each part built
+  once, the plan from the other parts."""
+  update = deploy_update.UpdateOptions(
+      accumulation_steps=f.accumulation_steps,
+      clip_gradient_norm=f.clip_gradient_norm, precision=f.precision,
+      replica_averaging_steps=f.replica_averaging_steps,
+      sync_batch_norm=f.sync_batch_norm)
+  optimizer = _from_flags(optimizers.OptimizerConfig, f, name=f.optimizer)
+  inputs = _from_flags(
+      inputs_lib.InputConfig, f,
+      preprocessing_name=f.preprocessing_name or f.model_name,
+      image_size=f.train_image_size or model.network_fn.default_image_size)
+  fine_tuning = _from_flags(
+      fine_tune_lib.FineTuneConfig, f, checkpoint=checkpoint,
+      checkpoint_exclude_scopes=tuple(
+          fine_tune_lib.split_scopes(f.checkpoint_exclude_scopes)),
+      trainable_scopes=tuple(fine_tune_lib.split_scopes(f.trainable_scopes)))
   return RunConfig(
-      flags=snapshot, task=task,
-      master=snapshot.master if task is None else '',
-      is_chief=deployment.is_chief, num_workers=num_workers,
-      deployment=deployment, model=model, plan=plan,
-      image_size=(snapshot.train_image_size
-                  or model.network_fn.default_image_size),
-      fine_tune_checkpoint=checkpoint)
+      task=task, master=f.master if task is None else '',
+      is_chief=deployment.is_chief, num_workers=deployment.num_replicas,
+      deployment=deployment, update=update, optimizer=optimizer,
+      plan=schedule.plan_for(inputs.batch_size, model.dataset.num_samples,
+                             deployment, update, optimizer),
+      inputs=inputs, model=model, loop=_from_flags(LoopConfig, f),
+      fine_tune=fine_tuning, label_smoothing=f.label_smoothing,
+      random_seed=f.random_seed)
 
 
-def check_finite(f, problems):
-  """Every float flag is a number: absl parses 'inf' and 'nan' as floats,
-  and an infinite rate or decay would pass the range checks."""
-  for name in f.names():
-    value = getattr(f, name)
-    problems.check(not isinstance(value, float) or math.isfinite(value),
-                   '--%s must be a finite number, got %s' % (name, value))
-
-
-def check_ranges(f, ranges, problems):
-  """Checks flags against (name, condition, requirement) rules.
-
-  A flag left at None passes: None means unset for optional flags. So does
-  a non-finite float, which check_finite reports.
-  """
-  for name, condition, requirement in ranges:
-    value = getattr(f, name)
-    if isinstance(value, float) and not math.isfinite(value):
-      continue
-    problems.check(value is None or condition(value),
-                   '--%s must be %s, got %s' % (name, requirement, value))
+def _from_flags(part, f, **values):
+  """The dataclass `part` with `values`; every other field is the flag of
+  its name."""
+  for field in dataclasses.fields(part):
+    if field.name not in values:
+      values[field.name] = getattr(f, field.name)
+  return part(**values)
 
 
 def _check_values(f, problems):
-  check_finite(f, problems)
-  check_ranges(f, _RANGES, problems)
+  flag_checks.check_finite(f, problems)
+  flag_checks.check_ranges(f, flag_checks.TRAIN_RANGES, problems)
   for name, known in _CHOICES:
     value = getattr(f, name)
     problems.check(value in known, '--%s=%s is not known; use one of %s'
@@ -332,17 +347,20 @@ def _check_sync_replicas(f, num_workers, task, problems):
 
 
 def _deployment_config(f, task):
+  """The DeploymentConfig of a worker: of its cluster task, or without a
+  cluster of --task, --worker_replicas and --num_ps_tasks."""
+  devices = dict(
+      num_clones=f.num_clones, clone_on_cpu=f.clone_on_cpu,
+      ps_strategy=f.ps_strategy, cache_variable_reads=f.cache_variable_reads,
+      # Collectives hang between members on one device.
+      separate_cpu_devices=(f.sync_batch_norm and f.clone_on_cpu
+                            and f.num_clones > 1),
+      collective_timeout_secs=f.collective_timeout_secs)
   try:
+    if task is not None:
+      return model_deploy.DeploymentConfig.for_task(task, **devices)
     return model_deploy.DeploymentConfig(
-        num_clones=f.num_clones, clone_on_cpu=f.clone_on_cpu,
-        replica_id=task.task_index if task else f.task,
-        num_replicas=task.num_workers if task else f.worker_replicas,
-        num_ps_tasks=task.num_ps_tasks if task else f.num_ps_tasks,
-        ps_strategy=f.ps_strategy,
-        cache_variable_reads=f.cache_variable_reads,
-        # Collectives hang between members on one device.
-        separate_cpu_devices=(f.sync_batch_norm and f.clone_on_cpu
-                              and f.num_clones > 1),
-        collective_timeout_secs=f.collective_timeout_secs)
+        replica_id=f.task, num_replicas=f.worker_replicas,
+        num_ps_tasks=f.num_ps_tasks, **devices)
   except (ValueError, TypeError) as e:
     raise UsageError(str(e)) from None

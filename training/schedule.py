@@ -76,17 +76,27 @@ class BatchPlan:
     return lines
 
 
-def make_batch_plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
-                    sync_replicas=False, replicas_to_aggregate=1,
-                    warmup_epochs=0.0, accumulation_steps=1,
-                    all_reduce_workers=1):
-  """The BatchPlan of the batch flags (validated by training.run_config)."""
+def plan_for(batch_size, num_samples, deployment, update, optimizer):
+  """The BatchPlan of a run, from its parts: the clones and all-reduce
+  workers from the DeploymentConfig, the micro-steps from the
+  UpdateOptions, the replicas a sync step aggregates and the epochs from
+  the OptimizerConfig.
+
+  Args:
+    batch_size: examples per clone per micro-step.
+    num_samples: examples in the training split.
+    deployment: a DeploymentConfig.
+    update: the deployment.update.UpdateOptions deploy() is given.
+    optimizer: a training.optimizers.OptimizerConfig.
+  """
   return BatchPlan(
-      batch_size=batch_size, num_clones=num_clones,
-      replicas_per_step=replicas_to_aggregate if sync_replicas else 1,
-      num_samples=num_samples, num_epochs_per_decay=num_epochs_per_decay,
-      warmup_epochs=warmup_epochs, accumulation_steps=accumulation_steps,
-      all_reduce_workers=all_reduce_workers)
+      batch_size=batch_size, num_clones=deployment.num_clones,
+      replicas_per_step=optimizer.replicas_per_step, num_samples=num_samples,
+      num_epochs_per_decay=optimizer.num_epochs_per_decay,
+      warmup_epochs=optimizer.warmup_epochs,
+      accumulation_steps=update.accumulation_steps,
+      all_reduce_workers=(deployment.num_replicas
+                          if deployment.all_reduce_replicas else 1))
 
 
 def learning_rate(plan, global_step, decay_type, initial, end=0.0001,

@@ -1,0 +1,71 @@
+"""The range rules of both scripts' flags, and the checks that apply them.
+
+A flag that train_image_classifier.py and eval_image_classifier.py share
+(training/common_flags.py) has one rule, in SHARED_RANGES; each script
+checks those and its own (TRAIN_RANGES, EVAL_RANGES).
+"""
+
+import math
+
+# (flag, condition on its value, what the value must be); see check_ranges.
+SHARED_RANGES = (
+    ('batch_size', lambda v: v >= 1, '>= 1 (examples per clone)'),
+    ('num_clones', lambda v: v >= 1, '>= 1'),
+    ('labels_offset', lambda v: v >= 0, '>= 0'),
+    ('num_preprocessing_threads', lambda v: v >= 1, '>= 1'),
+)
+
+TRAIN_RANGES = SHARED_RANGES + (
+    ('worker_replicas', lambda v: v >= 1, '>= 1'),
+    ('num_ps_tasks', lambda v: v >= 0, '>= 0'),
+    ('task', lambda v: v >= 0, '>= 0'),
+    ('replicas_to_aggregate', lambda v: v >= 1, '>= 1'),
+    ('max_number_of_steps', lambda v: v >= 1, '>= 1'),
+    ('num_epochs_per_decay', lambda v: v > 0, '> 0'),
+    ('warmup_epochs', lambda v: v >= 0, '>= 0'),
+    ('learning_rate', lambda v: v > 0, '> 0'),
+    ('label_smoothing', lambda v: 0 <= v < 1, 'in [0, 1)'),
+    ('weight_decay', lambda v: v >= 0, '>= 0 (0: no weight decay)'),
+    ('moving_average_decay', lambda v: 0 < v < 1, 'in (0, 1)'),
+    ('train_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
+    ('num_readers', lambda v: v >= 1, '>= 1'),
+    ('log_every_n_steps', lambda v: v >= 1, '>= 1'),
+    ('save_interval_secs', lambda v: v >= 0,
+     '>= 0 (0: checkpoint only at the end)'),
+    ('save_summaries_secs', lambda v: v >= 1, '>= 1'),
+    ('non_chief_wait_secs', lambda v: v >= 1, '>= 1'),
+    ('collective_timeout_secs', lambda v: v > 0, '> 0'),
+    ('accumulation_steps', lambda v: v >= 1, '>= 1 (1: no accumulation)'),
+    ('replica_averaging_steps', lambda v: v >= 1,
+     '>= 1 (unset: average the gradients every step)'),
+    ('clip_gradient_norm', lambda v: v > 0, '> 0 (leave it unset for no '
+     'clipping)'),
+)
+
+EVAL_RANGES = SHARED_RANGES + (
+    ('max_num_batches', lambda v: v >= 1, '>= 1 (unset: the whole split)'),
+    ('eval_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
+)
+
+
+def check_finite(f, problems):
+  """Every float flag is a number: absl parses 'inf' and 'nan' as floats,
+  and an infinite rate or decay would pass the range checks."""
+  for name in f.names():
+    value = getattr(f, name)
+    problems.check(not isinstance(value, float) or math.isfinite(value),
+                   '--%s must be a finite number, got %s' % (name, value))
+
+
+def check_ranges(f, ranges, problems):
+  """Checks flags against (name, condition, requirement) rules.
+
+  A flag left at None passes: None means unset for optional flags. So does
+  a non-finite float, which check_finite reports.
+  """
+  for name, condition, requirement in ranges:
+    value = getattr(f, name)
+    if isinstance(value, float) and not math.isfinite(value):
+      continue
+    problems.check(value is None or condition(value),
+                   '--%s must be %s, got %s' % (name, requirement, value))
