@@ -72,7 +72,7 @@ def run(config):
     tf.logging.info('started %s (cluster from %s)', config.task,
                     config.task.source)
     if config.is_ps:
-      if config.flags.slurm:  # Nothing else ends a ps task of a srun step.
+      if config.ps_ends_with_workers:
         slurm.end_with_the_workers(config.task)
       cluster.serve_until_stopped(server)
       tf.logging.info('ps task %d stopped', config.task.task_index)

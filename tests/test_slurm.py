@@ -221,7 +221,9 @@ def test_eval_with_slurm_outside_a_srun_step(in_step):
 
 
 class Workers:
-  """Listening sockets on 127.0.0.1 standing in for worker servers."""
+  """Listening sockets on 127.0.0.1 standing in for worker servers: each
+  accepts and closes connections, as a server does, so that the watcher's
+  probes never fill its backlog."""
 
   def __init__(self, count):
     self.sockets = [socket.socket() for _ in range(count)]
@@ -231,8 +233,22 @@ class Workers:
 
   def start(self, i):
     self.sockets[i].listen(8)
+    threading.Thread(target=self._accept, args=(self.sockets[i],),
+                     daemon=True).start()
+
+  @staticmethod
+  def _accept(sock):
+    while True:
+      try:
+        sock.accept()[0].close()
+      except OSError:  # Ended.
+        return
 
   def end(self, i):
+    try:
+      self.sockets[i].shutdown(socket.SHUT_RDWR)  # Wakes accept().
+    except OSError:  # Never listened.
+      pass
     self.sockets[i].close()
 
 

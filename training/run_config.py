@@ -136,6 +136,8 @@ class RunConfig:
     label_smoothing: of the cross-entropy loss.
     random_seed: graph-level seed of the initialisers and dropout; None:
       random.
+    ps_ends_with_workers: a ps task ends by itself once every worker has
+      ended (a task of a srun step: nothing else stops it).
   """
   task: typing.Optional[cluster.ClusterTask]
   master: str
@@ -151,6 +153,7 @@ class RunConfig:
   fine_tune: typing.Optional[fine_tune_lib.FineTuneConfig] = None
   label_smoothing: float = 0.0
   random_seed: typing.Optional[int] = None
+  ps_ends_with_workers: bool = False
 
   @property
   def is_ps(self):
@@ -195,7 +198,8 @@ def from_flags(flag_values, environ=None):
   _check_sync_replicas(snapshot, num_workers, task, problems)
   if task is not None and task.is_ps:
     problems.raise_if_any()
-    return RunConfig(task, '', False, num_workers)
+    return RunConfig(task, '', False, num_workers,
+                     ps_ends_with_workers=snapshot.slurm)
 
   deployment = None
   if not problems:
