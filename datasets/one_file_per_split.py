@@ -1,10 +1,10 @@
 """The steps of a converter that writes one TFRecord file per split.
 
-digits, mnist and cifar10 are kept so. A converter says which original files it reads and how to read each
-split's images and labels from them; `convert` does the rest, in one
-order: keep a conversion that is already whole, find the originals (never
-fetching them), then write every split and labels.txt crash-safely, the
-images as PNGs.
+digits, mnist and cifar10 are kept so. A converter says which original
+files it reads and how to read each split's images and labels from them;
+`convert` does the rest, in one order: keep a conversion that is already
+whole, find the originals (never fetching them), then write every split
+and labels.txt crash-safely, the images as PNGs.
 """
 
 import os
