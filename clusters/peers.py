@@ -1,9 +1,9 @@
 """Whether the other tasks answer: waited for at the start, named when gone.
 
 A worker's session needs every ps task of its cluster. TensorFlow waits
-for them inside session creation, in C++, and says so only in log lines that the default
-TF_CPP_MIN_LOG_LEVEL=2 hides, so a ps task that never started, or one that
-hangs, looked like a silent hang. Before it builds anything, a worker now
+for them inside session creation, in C++, and says so only in log lines
+that the default TF_CPP_MIN_LOG_LEVEL=2 hides, so a ps task that never
+started, or one that hangs, looked like a silent hang. Before it builds anything, a worker now
 probes those tasks itself and, every few seconds, logs which one it waits
 for, at which address, and why:
 
