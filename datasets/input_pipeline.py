@@ -197,15 +197,13 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
       preprocessing_factory.get_preprocessing (kinds: the module docstring).
     batch_size: images per batch (per replica).
     image_size: output side, or (height, width).
-    is_training: shuffle files and records, drop the last partial batch
-      (unless drop_remainder is given), and let elements come out of order
-      (faster) unless `seed` is given.
+    is_training: shuffle files and records, drop the last partial batch,
+      and let elements come out of order (faster) unless `seed` is given.
     num_readers, num_preprocessing_threads: files read, and images decoded
       and preprocessed, in parallel (AUTOTUNE lets tf.data choose).
     labels_offset, num_classes, one_hot: labels minus labels_offset (1
-      drops ImageNet's background class), as int64 ids or as float one-hot
-      vectors of depth num_classes (dataset.num_classes - labels_offset by
-      default).
+      drops ImageNet's background class), as int64 ids or one-hot floats of
+      depth num_classes (default: dataset.num_classes - labels_offset).
     shuffle_buffer: records in the shuffle buffer (training); by default
       max(1024, 10 * batch_size), at most the split size.
     num_epochs: passes over the data; None repeats forever.
@@ -213,7 +211,8 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
     num_shards, shard_index: replicas reading disjoint parts of the data,
       and this one's part: files when there are at least num_shards of
       them, else the records of every file.
-    drop_remainder: whether to drop the last partial batch.
+    drop_remainder: whether to drop the last partial batch (default:
+      is_training).
     validate_files: check the first record of every file up front, and that
       this replica's files hold a record; `record_counts` ({path: records},
       from split_check.check_split) saves reading the files again.
