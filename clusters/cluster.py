@@ -1,4 +1,4 @@
-"""Which cluster a process belongs to and which task it is, from flags or env.
+"""Which cluster a process belongs to and which task it is: flags or TF_CONFIG.
 
 A cluster for Slim training has two jobs on TensorFlow's distributed runtime:
 `ps` (parameter servers, holding the variables) and `worker` (replicas, each
