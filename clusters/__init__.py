@@ -1,10 +1,13 @@
 """ps/worker clusters: task, servers, launcher, replica sessions; imports tf2_compat, deployment.
 
-  * `cluster`: which cluster a process belongs to, its task and server.
-  * `peers`: waiting, visibly, for the tasks a worker needs.
+  * `cluster`: which cluster a process belongs to and which task it is.
+  * `servers`: a task's server, its port checked first.
+  * `addresses`: a task's 'host:port', checked, split and probed over TCP.
+  * `peers`: whether the other tasks answer: waited for, visibly, at the
+    start; the gone ones named after a failure.
   * `launch`: `python -m clusters.launch` runs a cluster on this machine.
   * `slurm`: the task of a srun job step, through TensorFlow's
     SlurmClusterResolver; a ps task that ends with the workers.
   * `replica_session`: a replica's training session, the cluster check
-    and the placement report.
+    and the hook that logs the placement report.
 """

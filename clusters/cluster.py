@@ -1,4 +1,4 @@
-"""Which cluster a process belongs to and which task it is; its server.
+"""Which cluster a process belongs to and which task it is: flags or TF_CONFIG.
 
 A cluster for Slim training has two jobs on TensorFlow's distributed runtime:
 `ps` (parameter servers, holding the variables) and `worker` (replicas, each
@@ -30,42 +30,51 @@ Typical use (what train_image_classifier.py does):
 
   task = cluster.from_flags_and_env(FLAGS.ps_hosts, FLAGS.worker_hosts,
                                     FLAGS.job_name, FLAGS.task)
-  server = cluster.start_server(task)   # PortUnavailable: port taken
+  server = servers.start_server(task)   # clusters/servers.py
   if task.is_ps:
-    cluster.serve_until_stopped(server)
+    servers.serve_until_stopped(server)
   else:
     peers.wait_for(peers.needed_by(task))   # clusters/peers.py
     ... train against server.target with task.device_filters ...
+
+The server functions (`start_server`, `check_port`, `PortUnavailable`,
+`serve_until_stopped`), `unreachable_workers` and the placement report
+(`placement_report`, `placement_by_device`, `DeviceLoad`) lived here
+before; their old names `clusters.cluster.X` (and `deployment.cluster.X`)
+still work.
 """
 
-import collections
-import errno
 import json
 import os
-import signal
-import socket
-import threading
-import time
 
+from clusters import addresses
 from deployment import deployment_config
 from deployment import device_placement
 from tf2_compat.slim_compat import tf
 
-PS_JOB = 'ps'
+# Old paths of names that moved to their own modules (see above).
+# pylint: disable=unused-import
+from clusters.peers import unreachable_workers
+from clusters.servers import PortUnavailable
+from clusters.servers import check_port
+from clusters.servers import serve_until_stopped
+from clusters.servers import start_server
+from deployment.device_placement import DeviceLoad
+from deployment.device_placement import placement_by_device
+from deployment.device_placement import placement_report
+# pylint: enable=unused-import
+
+PS_JOB = device_placement.PS_JOB
 WORKER_JOB = 'worker'
 JOBS = (PS_JOB, WORKER_JOB)
 
 
 def _check_address(where, address):
   """Raises ValueError unless `address` is 'host:port' with a valid port."""
-  if not isinstance(address, str):
-    raise ValueError('%s: address %r is not a string "host:port"'
-                     % (where, address))
-  host, colon, port = address.rpartition(':')
-  if not colon or not host or not port.isdigit() or not (
-      0 < int(port) < 65536):
-    raise ValueError('%s: address %r is not "host:port" with a port in '
-                     '1..65535' % (where, address))
+  try:
+    addresses.split_address(address)
+  except ValueError as e:
+    raise ValueError('%s: %s' % (where, e)) from None
 
 
 class ClusterTask:
@@ -330,186 +339,3 @@ def from_flags_and_env(ps_hosts, worker_hosts, job_name, task_index=None,
     raise ValueError('--task=%d but TF_CONFIG says task index %d; drop --task'
                      % (task_index, from_env.task_index))
   return from_args or from_env
-
-
-def unreachable_workers(task, timeout_secs=2.0, settle_secs=3.0,
-                        clock=time):
-  """The other workers of `task`'s cluster whose address refuses a TCP
-  connection: (index, address) pairs, e.g. of a worker that died.
-
-  A worker killed a moment ago may still hold its port while the kernel
-  closes its files, so the probes are repeated for up to `settle_secs`
-  until one refuses.
-  """
-  others = [(index, address)
-            for index, address in enumerate(task.worker_hosts)
-            if not (task.job_name == WORKER_JOB and index == task.task_index)]
-  deadline = clock.monotonic() + settle_secs
-  while True:
-    missing = [(index, address) for index, address in others
-               if not _accepts(address, timeout_secs)]
-    if missing or clock.monotonic() >= deadline:
-      return missing
-    clock.sleep(0.25)
-
-
-def _accepts(address, timeout_secs):
-  host, _, port = address.rpartition(':')
-  try:
-    with socket.create_connection((host, int(port)), timeout=timeout_secs):
-      return True
-  except OSError:
-    return False
-
-
-class PortUnavailable(Exception):
-  """This task's server cannot listen on its port, e.g. another process
-  holds it. The message names the task, its address and the fix."""
-
-
-def _bind_error(port):
-  """The OSError of binding `port` as TensorFlow's server does, or None.
-
-  gRPC listens on every interface, IPv6 and IPv4 (or IPv4 alone where
-  there is no IPv6), with SO_REUSEADDR: a port only in TIME_WAIT is free.
-  """
-  for family, host in ((socket.AF_INET6, '::'), (socket.AF_INET, '0.0.0.0')):
-    try:
-      probe = socket.socket(family, socket.SOCK_STREAM)
-    except OSError:
-      continue  # No IPv6 in this kernel.
-    with probe:
-      probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-      if family == socket.AF_INET6:
-        probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-      try:
-        probe.bind((host, port))
-        probe.listen(1)
-      except OSError as e:
-        if family == socket.AF_INET6 and e.errno == errno.EADDRNOTAVAIL:
-          continue  # IPv6 switched off: gRPC listens on IPv4 alone.
-        return e
-      return None
-  return None
-
-
-def check_port(task):
-  """Raises PortUnavailable unless `task`'s server can listen on its port.
-
-  Checked before starting the server: TensorFlow's own failure is a bare
-  "Could not start gRPC server", which names neither the task nor the port.
-  """
-  error = _bind_error(int(task.address.rpartition(':')[2]))
-  if error is None:
-    return
-  if error.errno == errno.EADDRINUSE:
-    why = ('the port is already in use by another process (an earlier run '
-           'of this task still running?); stop that process, or give this '
-           'task a free port in %s' % task.source)
-  else:
-    why = ('%s; give this task another port in %s'
-           % (error.strerror or error, task.source))
-  raise PortUnavailable('%s task %d cannot listen on %s: %s' % (
-      task.job_name, task.task_index, task.address, why))
-
-
-def start_server(task, config=None):
-  """Starts this task's gRPC server (tf.distribute.Server) and returns it.
-
-  Whatever host `task.address` names, TensorFlow listens on every interface
-  (0.0.0.0:<port>), without authentication; nothing in the ServerDef
-  narrows that, so clusters belong on trusted networks.
-
-  Raises:
-    PortUnavailable: the port is taken, before or while the server starts.
-    RuntimeError: when the server cannot start for another reason.
-  """
-  check_port(task)
-  try:
-    return tf.train.Server(task.cluster_spec, job_name=task.job_name,
-                           task_index=task.task_index, config=config,
-                           start=True)
-  except tf.errors.OpError as e:
-    check_port(task)  # Taken since the check?
-    raise RuntimeError('cannot start the server of %s: %s' % (
-        task, e.message)) from None
-
-
-def serve_until_stopped(server, stop_signals=(signal.SIGTERM, signal.SIGINT)):
-  """Serves until one of `stop_signals` arrives, then returns.
-
-  `server.join()` would block in C++ where Python signal handlers never run,
-  so a SIGTERM would kill the process uncleanly; waiting on an event keeps
-  the main thread interruptible. Holding `server` here keeps it alive (a
-  garbage-collected server stops). Must be called from the main thread.
-  """
-  stopped = threading.Event()
-  previous = {}
-  for signum in stop_signals:
-    previous[signum] = signal.signal(signum, lambda *unused: stopped.set())
-  try:
-    while not stopped.wait(3600):
-      pass
-  finally:
-    for signum, handler in previous.items():
-      signal.signal(signum, handler)
-
-
-# One line of the placement report: `device` is '/job:ps/task:<task>' for a
-# ps task, else the variables' device string ('' when none was set); `job`
-# and `task` are None for devices outside the ps job.
-DeviceLoad = collections.namedtuple(
-    'DeviceLoad', ['device', 'job', 'task', 'num_variables', 'num_bytes'])
-
-
-def _report_order(load):
-  return (load.job != PS_JOB, load.task or 0, load.device)
-
-
-def placement_by_device(variables):
-  """Groups variables by ps task (or other device) and sums their sizes.
-
-  Args:
-    variables: e.g. tf.global_variables() of the built training graph.
-
-  Returns:
-    A list of DeviceLoad, ps tasks first in task order, then other devices.
-  """
-  totals = collections.OrderedDict()
-  for variable in variables:
-    spec = tf.DeviceSpec.from_string(variable.op.device)
-    if spec.job == PS_JOB:
-      task = spec.task or 0
-      key = ('/job:%s/task:%d' % (PS_JOB, task), PS_JOB, task)
-    else:
-      key = (variable.op.device, None, None)
-    count, size = totals.get(key, (0, 0))
-    totals[key] = (count + 1,
-                   size + device_placement.variable_bytes(variable.op))
-  loads = [DeviceLoad(*key, *total) for key, total in totals.items()]
-  return sorted(loads, key=_report_order)
-
-
-def placement_report(variables, num_ps_tasks=None):
-  """Lines for the start-up log: variables and bytes per ps task.
-
-  Args:
-    variables: the variables to report.
-    num_ps_tasks: when given, ps tasks that hold nothing get a line too.
-
-  Returns:
-    A list of strings, e.g. 'ps task 1: 4 variables, 4520 bytes (0.0 MiB)'.
-  """
-  loads = placement_by_device(variables)
-  held = {load.task for load in loads if load.job == PS_JOB}
-  loads += [DeviceLoad('/job:%s/task:%d' % (PS_JOB, task), PS_JOB, task, 0, 0)
-            for task in range(num_ps_tasks or 0) if task not in held]
-  lines = []
-  for load in sorted(loads, key=_report_order):
-    if load.job == PS_JOB:
-      where = 'ps task %d' % load.task
-    else:
-      where = 'device %s' % (load.device or '(none)')
-    lines.append('%s: %d variables, %d bytes (%.1f MiB)' % (
-        where, load.num_variables, load.num_bytes, load.num_bytes / 2.0**20))
-  return lines

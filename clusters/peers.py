@@ -1,9 +1,9 @@
-"""Waiting, visibly, until the tasks a worker needs answer.
+"""Whether the other tasks answer: waited for at the start, named when gone.
 
 A worker's session needs every ps task of its cluster. TensorFlow waits
-for them inside session creation, in C++, and says so only in log lines that the default
-TF_CPP_MIN_LOG_LEVEL=2 hides, so a ps task that never started, or one that
-hangs, looked like a silent hang. Before it builds anything, a worker now
+for them inside session creation, in C++, and says so only in log lines
+that the default TF_CPP_MIN_LOG_LEVEL=2 hides, so a ps task that never
+started, or one that hangs, looked like a silent hang. Before it builds anything, a worker now
 probes those tasks itself and, every few seconds, logs which one it waits
 for, at which address, and why:
 
@@ -17,12 +17,15 @@ listens but is stopped (SIGSTOP, a debugger) or hung does not, and neither
 does a server of another kind on the address.
 
 Nothing waits for the tasks to come back once they have answered: a task
-that goes away later is TensorFlow's to handle, as before.
+that goes away later is TensorFlow's to handle, as before. When the
+all-reduce between workers fails, `unreachable_workers` names the workers
+whose address no longer accepts a connection.
 """
 
 import socket
 import time
 
+from clusters import addresses
 from tf2_compat.slim_compat import tf
 
 # What an HTTP/2 client sends first: the connection preface, then an empty
@@ -54,19 +57,9 @@ def why_not_answering(address, timeout_secs=2.0):
     address: 'host:port'.
     timeout_secs: how long to wait for the connection, then for the reply.
   """
-  host, _, port = address.rpartition(':')
-  host = host.strip('[]')  # '[::1]:2222'
-  try:
-    connection = socket.create_connection((host, int(port)),
-                                          timeout=timeout_secs)
-  except ConnectionRefusedError:
-    return 'connection refused'
-  except socket.gaierror as e:
-    return 'cannot resolve the host name %s (%s)' % (host, e.strerror)
-  except socket.timeout:
-    return 'no reply to a connection within %g s' % timeout_secs
-  except OSError as e:
-    return 'cannot connect (%s)' % (e.strerror or e)
+  connection, why = addresses.open_connection(address, timeout_secs)
+  if connection is None:
+    return why
   with connection:
     try:
       connection.sendall(_HTTP2_PREFACE)
@@ -129,3 +122,24 @@ def wait_for(tasks, log_fn=None, report_every_secs=5.0, poll_secs=0.5,
         reported.add(name)
       next_report = now + report_every_secs
     clock.sleep(poll_secs)
+
+
+def unreachable_workers(task, timeout_secs=2.0, settle_secs=3.0,
+                        clock=time):
+  """The other workers of `task`'s cluster whose address refuses a TCP
+  connection: (index, address) pairs, e.g. of a worker that died.
+
+  A worker killed a moment ago may still hold its port while the kernel
+  closes its files, so the probes are repeated for up to `settle_secs`
+  until one refuses.
+  """
+  others = [(index, address)
+            for index, address in enumerate(task.worker_hosts)
+            if task.is_ps or index != task.task_index]
+  deadline = clock.monotonic() + settle_secs
+  while True:
+    missing = [(index, address) for index, address in others
+               if not addresses.accepts_connections(address, timeout_secs)]
+    if missing or clock.monotonic() >= deadline:
+      return missing
+    clock.sleep(0.25)

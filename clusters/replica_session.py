@@ -4,7 +4,7 @@
     that a non-chief worker checks every `non_chief_wait_secs` (instead of
     TensorFlow's fixed 30 s) whether the chief has initialised the model.
   * `PlacementReportHook`: logs at start-up how many variables and bytes
-    each ps task holds.
+    each ps task holds (deployment.device_placement.placement_report).
   * `sync_replicas_hooks`: the hooks of SyncReplicasOptimizer, plus one that
     lets the other workers finish when one stops.
   * `check_same_cluster`: all-reduce workers agree on their cluster before
@@ -14,8 +14,8 @@
 import re
 import zlib
 
-from clusters import cluster
 from deployment import collectives
+from deployment import device_placement
 from deployment import model_deploy
 from tf2_compat.slim_compat import tf
 
@@ -122,7 +122,8 @@ class PlacementReportHook(tf.train.SessionRunHook):
                 self._num_ps_tasks, self._strategy)
     else:
       self._log('variables on every worker (all-reduce), here:')
-    for line in cluster.placement_report(variables, self._num_ps_tasks):
+    for line in device_placement.placement_report(variables,
+                                                  self._num_ps_tasks):
       self._log('  %s', line)
 
 

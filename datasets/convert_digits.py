@@ -4,14 +4,10 @@
     paths = convert_digits.run('/tmp/digits')  # skips work already done
 """
 
-import os
-
 import numpy as np
 
-from datasets import converted_outputs
-from datasets import dataset_utils
 from datasets import digits
-from datasets.image_coder import ImageCoder
+from datasets import one_file_per_split
 
 # sklearn's digits hold ink counts 0..16 per 4x4 block of the original
 # 32x32 bitmaps.
@@ -43,10 +39,23 @@ def load_split_source():
           'test': (test_images, test_labels)}
 
 
+def _split_images(unused_sources):
+  """{split: (8x8x1 uint8 image, label) pairs} of the fixed split."""
+  images_and_labels = {}
+  for split, (images, labels) in load_split_source().items():
+    if len(images) != digits.SPEC.splits_to_sizes[split]:
+      raise AssertionError('digits %s split has %d images, expected %d'
+                           % (split, len(images),
+                              digits.SPEC.splits_to_sizes[split]))
+    images_and_labels[split] = [
+        (to_pixels(image)[:, :, np.newaxis], label)
+        for image, label in zip(images, labels)]
+  return images_and_labels
+
+
 def output_paths(dataset_dir):
   """The files `run` writes: {'train': ..., 'test': ..., 'labels': ...}."""
-  return dataset_utils.one_file_per_split_paths(
-      dataset_dir, digits.SPEC.file_pattern, ('train', 'test'))
+  return one_file_per_split.output_paths(digits.SPEC, dataset_dir)
 
 
 def run(dataset_dir):
@@ -58,26 +67,4 @@ def run(dataset_dir):
   Returns:
     The dict of `output_paths(dataset_dir)`.
   """
-  paths = output_paths(dataset_dir)
-  if converted_outputs.reuse_if_whole('digits', dataset_dir, paths,
-                                      digits.SPEC.splits_to_sizes,
-                                      digits.SPEC.num_classes):
-    return paths
-  os.makedirs(dataset_dir, exist_ok=True)
-  splits = load_split_source()
-  with ImageCoder() as coder:
-    records = {}
-    for split, (images, labels) in splits.items():
-      if len(images) != digits.SPEC.splits_to_sizes[split]:
-        raise AssertionError('digits %s split has %d images, expected %d'
-                             % (split, len(images),
-                                digits.SPEC.splits_to_sizes[split]))
-      records[split] = [
-          dataset_utils.image_to_tfexample(
-              coder.encode_png(to_pixels(image)[:, :, np.newaxis]), b'png',
-              8, 8, int(label)).SerializeToString()
-          for image, label in zip(images, labels)]
-  dataset_utils.write_tfrecord_shards(
-      [records['train'], records['test']], [paths['train'], paths['test']])
-  dataset_utils.write_label_file({i: str(i) for i in range(10)}, dataset_dir)
-  return paths
+  return one_file_per_split.convert(digits.SPEC, dataset_dir, _split_images)

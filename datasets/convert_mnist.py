@@ -5,15 +5,11 @@ and labels.txt into dataset_dir; images are stored as 28x28x1 PNGs.
 """
 
 import gzip
-import os
 
 import numpy as np
 
-from datasets import converted_outputs
-from datasets import dataset_utils
 from datasets import mnist
-from datasets import source_files
-from datasets.image_coder import ImageCoder
+from datasets import one_file_per_split
 
 URL_BASE = 'https://storage.googleapis.com/cvdf-datasets/mnist/'
 SOURCE_FILES = {
@@ -48,52 +44,31 @@ def read_labels(path):
   return labels[:int(header[1])]
 
 
-def _records(coder, images_path, labels_path):
-  """Yields serialized tf.Examples of one split, as 28x28x1 PNGs."""
+def _images_and_labels(images_path, labels_path):
+  """Yields the (image, label) pairs of one split."""
   images = read_images(images_path)
   labels = read_labels(labels_path)
   if len(images) != len(labels):
     raise ValueError('%s has %d images but %s has %d labels'
                      % (images_path, len(images), labels_path, len(labels)))
-  for image, label in zip(images, labels):
-    yield dataset_utils.image_to_tfexample(
-        coder.encode_png(image), b'png', image.shape[0], image.shape[1],
-        int(label)).SerializeToString()
+  yield from zip(images, labels)
+
+
+def _split_images(sources):
+  return {split: _images_and_labels(sources[images_name],
+                                    sources[labels_name])
+          for split, (images_name, labels_name) in SOURCE_FILES.items()}
 
 
 def output_paths(dataset_dir):
-  return dataset_utils.one_file_per_split_paths(
-      dataset_dir, mnist.SPEC.file_pattern, SOURCE_FILES)
+  return one_file_per_split.output_paths(mnist.SPEC, dataset_dir)
 
 
 def run(dataset_dir, source_dir=None):
-  """Converts MNIST unless dataset_dir already holds it, whole.
-
-  Args:
-    dataset_dir: output folder; created if missing.
-    source_dir: folder holding the four .gz files; defaults to dataset_dir.
-
-  Returns:
-    {'train': path, 'test': path, 'labels': path}.
-
-  Raises:
-    source_files.MissingSourceError: a .gz file is missing (the message
-      names it, its URL and where to put it).
-  """
-  paths = output_paths(dataset_dir)
-  if converted_outputs.reuse_if_whole('mnist', dataset_dir, paths,
-                                      mnist.SPEC.splits_to_sizes,
-                                      mnist.SPEC.num_classes):
-    return paths
-  source_dir = source_dir or dataset_dir
-  wanted = {name: URL_BASE + name
-            for names in SOURCE_FILES.values() for name in names}
-  sources = source_files.require_source_files('mnist', source_dir, wanted)
-  os.makedirs(dataset_dir, exist_ok=True)
-  with ImageCoder() as coder:
-    records = [_records(coder, sources[images_name], sources[labels_name])
-               for images_name, labels_name in SOURCE_FILES.values()]
-    dataset_utils.write_tfrecord_shards(
-        records, [paths[split] for split in SOURCE_FILES])
-  dataset_utils.write_label_file({i: str(i) for i in range(10)}, dataset_dir)
-  return paths
+  """Converts MNIST from the four .gz files in source_dir (default:
+  dataset_dir) unless dataset_dir already holds it, whole; see
+  one_file_per_split.convert."""
+  originals = {name: URL_BASE + name
+               for names in SOURCE_FILES.values() for name in names}
+  return one_file_per_split.convert(mnist.SPEC, dataset_dir, _split_images,
+                                    source_dir, originals)

@@ -1,9 +1,11 @@
 """What a TFRecord dataset looks like on disk, and how to open one split.
 
 Each dataset module (`mnist`, `cifar10`, `flowers`, `imagenet`, `digits`,
-`folder`) describes its files with one `DatasetSpec` and opens a split with
-`open_split(SPEC, ...)`, which returns the `slim.dataset.Dataset` that both
-slim's `DatasetDataProvider` and this project's tf.data input pipeline read.
+`folder`) describes its files with one `DatasetSpec` (those that
+download_and_convert_data.py writes through `converted`) and opens a split
+with `open_split(SPEC, ...)`, which returns the `slim.dataset.Dataset` that
+both slim's `DatasetDataProvider` and this project's tf.data input
+pipeline read; `split_getter(SPEC)` is a module's upstream `get_split`.
 """
 
 import dataclasses
@@ -87,6 +89,59 @@ def conversion_command(name, dataset_dir, extra=''):
   """The shell command that converts dataset `name` into dataset_dir."""
   return 'python %s --dataset_name=%s --dataset_dir=%s%s' % (
       CONVERT_SCRIPT, name, dataset_dir, extra)
+
+
+def converted(name, file_pattern, splits_to_sizes, num_classes, image_shape,
+              default_format, source, image_channels=3,
+              default_image_size=None):
+  """The DatasetSpec of a dataset that download_and_convert_data.py writes.
+
+  Its records are those of `dataset_utils.image_to_tfexample`, its hint
+  is the conversion command, and the items are described from the shape
+  and the classes.
+
+  Args:
+    name, file_pattern, splits_to_sizes, num_classes, default_format: as
+      in DatasetSpec.
+    image_shape: (height, width, channels) when every image has that
+      shape (the channels and the image size follow from it), else None.
+    source: what the conversion reads, for the hint, e.g. 'with
+      cifar-10-python.tar.gz in --source_dir'.
+    image_channels, default_image_size: for images of varying size.
+  """
+  if image_shape is not None:
+    default_image_size, _, image_channels = image_shape
+  kind = 'color' if image_channels == 3 else 'grayscale'
+  if image_shape is None:
+    image = 'A %s image of varying size.' % kind
+  else:
+    image = 'A [%d x %d x %d] %s image.' % (*image_shape, kind)
+  return DatasetSpec(
+      name=name, file_pattern=file_pattern, splits_to_sizes=splits_to_sizes,
+      num_classes=num_classes, image_channels=image_channels,
+      default_image_size=default_image_size, image_shape=image_shape,
+      default_format=default_format,
+      items_to_descriptions={
+          'image': image,
+          'label': 'A single integer between 0 and %d' % (num_classes - 1)},
+      convert_hint=conversion_command(name, '%(dataset_dir)s',
+                                      ' (%s)' % source))
+
+
+def split_getter(spec):
+  """The `get_split` of a dataset module: `open_split` of `spec`.
+
+  Returns:
+    get_split(split_name, dataset_dir, file_pattern=None, reader=None),
+    upstream Slim's signature.
+  """
+
+  def get_split(split_name, dataset_dir, file_pattern=None, reader=None):
+    return open_split(spec, split_name, dataset_dir, file_pattern, reader)
+
+  get_split.__doc__ = 'Returns split %s of %s; see dataset_spec.open_split.' % (
+      ' or '.join(repr(split) for split in spec.splits_to_sizes), spec.name)
+  return get_split
 
 
 def find_split_files(spec, split_name, dataset_dir, file_pattern=None):

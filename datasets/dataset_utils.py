@@ -75,18 +75,6 @@ def write_label_file(labels_to_class_names, dataset_dir,
   return path
 
 
-def one_file_per_split_paths(dataset_dir, file_pattern, splits):
-  """{split: dataset_dir/(file_pattern % split), ..., 'labels': labels.txt}.
-
-  The files a converter writes for a dataset stored as one TFRecord file
-  per split (digits, mnist, cifar10).
-  """
-  paths = {split: os.path.join(dataset_dir, file_pattern % split)
-           for split in splits}
-  paths['labels'] = os.path.join(dataset_dir, LABELS_FILENAME)
-  return paths
-
-
 def has_labels(dataset_dir, filename=LABELS_FILENAME):
   """True if dataset_dir holds a label file."""
   return tf.io.gfile.exists(os.path.join(dataset_dir, filename))

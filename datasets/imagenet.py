@@ -67,8 +67,4 @@ SPEC = dataset_spec.DatasetSpec(
     keys_to_features=_keys_to_features,
     items_to_handlers=_items_to_handlers)
 
-
-def get_split(split_name, dataset_dir, file_pattern=None, reader=None):
-  """Returns 'train' or 'validation'; see dataset_spec.open_split."""
-  return dataset_spec.open_split(SPEC, split_name, dataset_dir, file_pattern,
-                                 reader)
+get_split = dataset_spec.split_getter(SPEC)

@@ -131,8 +131,9 @@ def _synthetic_images(dataset, num_epochs, num_shards, shard_index):
 
 
 def _records(dataset, is_training, num_readers, num_epochs, seed, num_shards,
-             shard_index):
-  """Serialized records, interleaved over files, sharded for replicas."""
+             shard_index, shuffle_buffer):
+  """Serialized records, interleaved over files, sharded for replicas, and
+  in training shuffled over `shuffle_buffer` of them."""
   files = sorted(dataset.data_sources)
   files_dataset = tf.data.Dataset.from_tensor_slices(files)
   shard_files = _shards_files(len(files), num_shards)
@@ -151,10 +152,13 @@ def _records(dataset, is_training, num_readers, num_epochs, seed, num_shards,
       records = records.shard(num_shards, shard_index)
     return records
 
-  return files_dataset.interleave(
+  records = files_dataset.interleave(
       read_file, cycle_length=num_readers, block_length=1,
       num_parallel_calls=num_readers,
-      deterministic=not is_training or seed is not None)
+      deterministic=_deterministic(is_training, seed))
+  if is_training:
+    records = records.shuffle(shuffle_buffer, seed=seed)
+  return records
 
 
 def _shards_files(num_files, num_shards):
@@ -190,41 +194,31 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
   Args:
     dataset: a slim.dataset.Dataset from dataset_factory.get_dataset.
     preprocess_fn: fn(uint8 image, height, width) -> float image, from
-      preprocessing_factory.get_preprocessing; a
-      two_stage.TwoStagePreprocessor runs its batch_stage after batching.
+      preprocessing_factory.get_preprocessing (kinds: the module docstring).
     batch_size: images per batch (per replica).
     image_size: output side, or (height, width).
     is_training: shuffle files and records, drop the last partial batch,
-      and let elements come out of order (faster).
-    num_readers: files read in parallel.
-    num_preprocessing_threads: images decoded and preprocessed in
-      parallel; AUTOTUNE lets tf.data choose.
-    labels_offset: subtracted from every label (e.g. 1 to drop ImageNet's
-      background class).
-    shuffle_buffer: records in the shuffle buffer (training); defaults to
+      and let elements come out of order (faster) unless `seed` is given.
+    num_readers, num_preprocessing_threads: files read, and images decoded
+      and preprocessed, in parallel (AUTOTUNE lets tf.data choose).
+    labels_offset, num_classes, one_hot: labels minus labels_offset (1
+      drops ImageNet's background class), as int64 ids or one-hot floats of
+      depth num_classes (default: dataset.num_classes - labels_offset).
+    shuffle_buffer: records in the shuffle buffer (training); by default
       max(1024, 10 * batch_size), at most the split size.
     num_epochs: passes over the data; None repeats forever.
     seed: seed of the file and record shuffles.
-    num_classes: depth of one-hot labels; defaults to
-      dataset.num_classes - labels_offset.
-    one_hot: labels as float one-hot vectors instead of int64 ids.
-    num_shards: number of replicas reading disjoint parts of the data.
-    shard_index: this replica's part, in [0, num_shards). Files are split
-      between replicas when there are at least num_shards files, records
-      otherwise.
-    drop_remainder: defaults to is_training.
-    validate_files: check the first record of every file up front, so a
-      corrupt file is named before training starts, and that the files
-      this replica reads are not all empty.
-    private_threadpool_size: run this pipeline on its own thread pool of
-      this size (None: TensorFlow's shared inter-op pool).
-    check_labels: assert on every batch that each label is in
-      [labels_offset, dataset.num_classes); reading a batch that breaks it
-      raises an InvalidArgumentError that split_check.naming_bad_labels
-      words.
-    record_counts: {path: records read} of the files, when a check has read
-      them already (split_check.check_split): validate_files then uses them
-      instead of reading every file again.
+    num_shards, shard_index: replicas reading disjoint parts of the data,
+      and this one's part: files when there are at least num_shards of
+      them, else the records of every file.
+    drop_remainder: whether to drop the last partial batch (default:
+      is_training).
+    validate_files: check the first record of every file up front, and that
+      this replica's files hold a record; `record_counts` ({path: records},
+      from split_check.check_split) saves reading the files again.
+    private_threadpool_size: its own thread pool of this size (None: shared).
+    check_labels: assert on every batch that the labels are in
+      [labels_offset, dataset.num_classes) (split_check.naming_bad_labels).
 
   Returns:
     A tf.data.Dataset of (float32 images [batch, height, width, channels],
@@ -232,47 +226,63 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
 
   Raises:
     ValueError: bad batch_size or shard arguments.
-    FileNotFoundError, tf.errors.DataLossError: from validate_files, naming
-      the file.
-    split_check.EmptySplitError: from validate_files, the files read hold
-      no record.
+    FileNotFoundError, tf.errors.DataLossError, split_check.EmptySplitError:
+      from validate_files, naming the file or the split.
   """
+  _check_batch_and_shard(batch_size, num_shards, shard_index)
+  height, width = _image_size(image_size)
+  if getattr(dataset, 'is_synthetic', False):
+    examples = _synthetic_images(dataset, num_epochs, num_shards, shard_index)
+    prepare = _preprocessing_images(preprocess_fn, height, width)
+  else:
+    if validate_files:
+      _check_files(dataset, num_shards, shard_index, record_counts)
+    examples = _records(dataset, is_training, num_readers, num_epochs, seed,
+                        num_shards, shard_index,
+                        _shuffle_buffer(shuffle_buffer, batch_size, dataset))
+    prepare = _record_parser(dataset, preprocess_fn, height, width)
+  examples = examples.map(prepare,
+                          num_parallel_calls=num_preprocessing_threads,
+                          deterministic=_deterministic(is_training, seed))
+  batches = examples.batch(batch_size, drop_remainder=(
+      is_training if drop_remainder is None else drop_remainder))
+  batches = batches.map(_batch_finisher(dataset, preprocess_fn, labels_offset,
+                                        num_classes, one_hot, check_labels))
+  return _with_options(batches.prefetch(AUTOTUNE), private_threadpool_size)
+
+
+def _check_batch_and_shard(batch_size, num_shards, shard_index):
   if batch_size < 1:
     raise ValueError('batch_size must be >= 1, got %d' % batch_size)
   if not 0 <= shard_index < num_shards:
     raise ValueError('shard_index must be in [0, num_shards=%d), got %d'
                      % (num_shards, shard_index))
-  height, width = _image_size(image_size)
-  if drop_remainder is None:
-    drop_remainder = is_training
-  # Training lets elements come out of order (faster) unless a seed asks
-  # for a reproducible order (exact resume, tests).
-  deterministic = not is_training or seed is not None
+
+
+def _deterministic(is_training, seed):
+  """Training lets elements come out of order (faster) unless a seed asks
+  for a reproducible order (exact resume, tests)."""
+  return not is_training or seed is not None
+
+
+def _shuffle_buffer(shuffle_buffer, batch_size, dataset):
+  if shuffle_buffer is None:
+    return min(max(1024, 10 * batch_size), dataset.num_samples)
+  return shuffle_buffer
+
+
+def _preprocessing_images(preprocess_fn, height, width):
+  """fn(image, label) -> (preprocessed image, label), for decoded images."""
+  image_stage = _image_stage(preprocess_fn)
+  return lambda image, label: (image_stage(image, height, width), label)
+
+
+def _batch_finisher(dataset, preprocess_fn, labels_offset, num_classes,
+                    one_hot, check_labels):
+  """fn(images, labels) of one batch -> the batch make_dataset returns."""
+  batch_stage = _batch_stage(preprocess_fn)
   if num_classes is None:
     num_classes = dataset.num_classes - labels_offset
-
-  if getattr(dataset, 'is_synthetic', False):
-    examples = _synthetic_images(dataset, num_epochs, num_shards, shard_index)
-    image_stage = _image_stage(preprocess_fn)
-    examples = examples.map(
-        lambda image, label: (image_stage(image, height, width), label),
-        num_parallel_calls=num_preprocessing_threads,
-        deterministic=deterministic)
-  else:
-    if validate_files:
-      _check_files(dataset, num_shards, shard_index, record_counts)
-    records = _records(dataset, is_training, num_readers, num_epochs, seed,
-                       num_shards, shard_index)
-    if is_training:
-      if shuffle_buffer is None:
-        shuffle_buffer = min(max(1024, 10 * batch_size), dataset.num_samples)
-      records = records.shuffle(shuffle_buffer, seed=seed)
-    examples = records.map(
-        _record_parser(dataset, preprocess_fn, height, width),
-        num_parallel_calls=num_preprocessing_threads,
-        deterministic=deterministic)
-
-  batch_stage = _batch_stage(preprocess_fn)
 
   def finish_batch(images, labels):
     if check_labels:
@@ -283,8 +293,10 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
       labels = tf.one_hot(labels, num_classes, dtype=tf.float32)
     return batch_stage(images), labels
 
-  batches = examples.batch(batch_size, drop_remainder=drop_remainder)
-  batches = batches.map(finish_batch).prefetch(AUTOTUNE)
+  return finish_batch
+
+
+def _with_options(batches, private_threadpool_size):
   options = tf.data.Options()
   options.experimental_optimization.map_parallelization = True
   if private_threadpool_size:

@@ -1,6 +1,7 @@
-"""Placement: where variables and host-only ops go.
+"""Placement: where variables and host-only ops go, and where they went.
 
-The device functions and the variable creator that deploy() uses; the
+The device functions and the variable creator that deploy() uses, and the
+placement report a worker logs at start-up (what each ps task holds); the
 device strings themselves, and the session's device counts, come from
 DeploymentConfig.
 
@@ -13,6 +14,8 @@ which misses the `VarHandleOp` that every TF2 resource variable is built
 from: all variables then stayed on the worker. Here the set of variable op
 types is explicit.
 """
+
+import collections
 
 import numpy as np
 
@@ -33,6 +36,9 @@ VARIABLE_OP_TYPES = frozenset([
 ])
 
 PS_STRATEGIES = ('round_robin', 'by_size')
+
+# The job of the parameter servers (DeploymentConfig's default ps_job_name).
+PS_JOB = 'ps'
 
 
 def variable_bytes(op):
@@ -156,3 +162,62 @@ def placing_variables_on(device, clone_scopes, read_device=None):
       return next_creator(**kwargs)
 
   return creator
+
+
+# One line of the placement report: `device` is '/job:ps/task:<task>' for a
+# ps task, else the variables' device string ('' when none was set); `job`
+# and `task` are None for devices outside the ps job.
+DeviceLoad = collections.namedtuple(
+    'DeviceLoad', ['device', 'job', 'task', 'num_variables', 'num_bytes'])
+
+
+def _report_order(load):
+  return (load.job != PS_JOB, load.task or 0, load.device)
+
+
+def placement_by_device(variables):
+  """Groups variables by ps task (or other device) and sums their sizes.
+
+  Args:
+    variables: e.g. tf.global_variables() of the built training graph.
+
+  Returns:
+    A list of DeviceLoad, ps tasks first in task order, then other devices.
+  """
+  totals = collections.OrderedDict()
+  for variable in variables:
+    spec = tf.DeviceSpec.from_string(variable.op.device)
+    if spec.job == PS_JOB:
+      task = spec.task or 0
+      key = ('/job:%s/task:%d' % (PS_JOB, task), PS_JOB, task)
+    else:
+      key = (variable.op.device, None, None)
+    count, size = totals.get(key, (0, 0))
+    totals[key] = (count + 1, size + variable_bytes(variable.op))
+  loads = [DeviceLoad(*key, *total) for key, total in totals.items()]
+  return sorted(loads, key=_report_order)
+
+
+def placement_report(variables, num_ps_tasks=None):
+  """Lines for the start-up log: variables and bytes per ps task.
+
+  Args:
+    variables: the variables to report.
+    num_ps_tasks: when given, ps tasks that hold nothing get a line too.
+
+  Returns:
+    A list of strings, e.g. 'ps task 1: 4 variables, 4520 bytes (0.0 MiB)'.
+  """
+  loads = placement_by_device(variables)
+  held = {load.task for load in loads if load.job == PS_JOB}
+  loads += [DeviceLoad('/job:%s/task:%d' % (PS_JOB, task), PS_JOB, task, 0, 0)
+            for task in range(num_ps_tasks or 0) if task not in held]
+  lines = []
+  for load in sorted(loads, key=_report_order):
+    if load.job == PS_JOB:
+      where = 'ps task %d' % load.task
+    else:
+      where = 'device %s' % (load.device or '(none)')
+    lines.append('%s: %d variables, %d bytes (%.1f MiB)' % (
+        where, load.num_variables, load.num_bytes, load.num_bytes / 2.0**20))
+  return lines

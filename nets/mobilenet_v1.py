@@ -20,6 +20,7 @@ Usage:
 import collections
 import functools
 
+from nets import mobilenet_common
 from tf2_compat.slim_compat import slim, tf
 
 Conv = collections.namedtuple('Conv', ['kernel', 'stride', 'depth'])
@@ -140,15 +141,11 @@ def mobilenet_v1(inputs,
           kernel_size = _reduced_kernel_size_for_small_input(net, [7, 7])
           net = end_points['AvgPool_1a'] = slim.avg_pool2d(
               net, kernel_size, padding='VALID', scope='AvgPool_1a')
-        if not num_classes:
-          if spatial_squeeze:
-            net = tf.squeeze(net, [1, 2], name='SpatialSqueeze')
-          return net, end_points
-        net = slim.dropout(net, keep_prob=dropout_keep_prob, scope='Dropout_1b')
-        logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
-                             normalizer_fn=None, scope='Conv2d_1c_1x1')
-        if spatial_squeeze:
-          logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
+        logits = mobilenet_common.classifier(
+            net, num_classes, dropout_keep_prob, spatial_squeeze,
+            dropout_scope='Dropout_1b')
+      if not num_classes:
+        return logits, end_points
       end_points['Logits'] = logits
       end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
   return logits, end_points
@@ -185,22 +182,6 @@ def mobilenet_v1_arg_scope(weight_decay=0.00004,
   Returns:
     An arg_scope to build `mobilenet_v1` in.
   """
-  batch_norm_params = {
-      'center': True,
-      'scale': True,
-      'decay': batch_norm_decay,
-      'epsilon': batch_norm_epsilon,
-      'updates_collections': tf.GraphKeys.UPDATE_OPS,
-  }
-  regularizer = slim.l2_regularizer(weight_decay)
-  depthwise_regularizer = regularizer if regularize_depthwise else None
-  with slim.arg_scope(
-      [slim.conv2d, slim.separable_conv2d],
-      weights_initializer=tf.truncated_normal_initializer(stddev=stddev),
-      activation_fn=tf.nn.relu6,
-      normalizer_fn=slim.batch_norm):
-    with slim.arg_scope([slim.batch_norm], **batch_norm_params):
-      with slim.arg_scope([slim.conv2d], weights_regularizer=regularizer):
-        with slim.arg_scope([slim.separable_conv2d],
-                            weights_regularizer=depthwise_regularizer) as scope:
-          return scope
+  return mobilenet_common.training_arg_scope(
+      weight_decay, stddev, regularize_depthwise, batch_norm_decay,
+      batch_norm_epsilon)

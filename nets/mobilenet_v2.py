@@ -21,6 +21,7 @@ Usage:
 import collections
 import functools
 
+from nets import mobilenet_common
 from tf2_compat.slim_compat import slim, tf
 
 InvertedResidual = collections.namedtuple('InvertedResidual',
@@ -167,17 +168,12 @@ def mobilenet_v2(inputs,
       with tf.variable_scope('Logits'):
         net = end_points['global_pool'] = tf.reduce_mean(
             net, [1, 2], keepdims=True, name='global_pool')
-        if not num_classes:
-          if spatial_squeeze:
-            net = tf.squeeze(net, [1, 2], name='SpatialSqueeze')
-          return net, end_points
-        net = slim.dropout(net, keep_prob=dropout_keep_prob, scope='Dropout')
-        logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
-                             normalizer_fn=None,
-                             biases_initializer=tf.zeros_initializer(),
-                             scope='Conv2d_1c_1x1')
-        if spatial_squeeze:
-          logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
+        logits = mobilenet_common.classifier(
+            net, num_classes, dropout_keep_prob, spatial_squeeze,
+            dropout_scope='Dropout',
+            biases_initializer=tf.zeros_initializer())
+      if not num_classes:
+        return logits, end_points
       end_points['Logits'] = logits
       end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
   return logits, end_points
@@ -214,21 +210,7 @@ def mobilenet_v2_arg_scope(weight_decay=0.00004,
   Returns:
     An arg_scope to build `mobilenet_v2` in.
   """
-  batch_norm_params = {
-      'center': True,
-      'scale': True,
-      'decay': batch_norm_decay,
-      'epsilon': batch_norm_epsilon,
-      'updates_collections': tf.GraphKeys.UPDATE_OPS,
-  }
-  regularizer = slim.l2_regularizer(weight_decay)
-  with slim.arg_scope(
-      [slim.conv2d, slim.separable_conv2d],
-      weights_initializer=tf.truncated_normal_initializer(stddev=stddev),
-      activation_fn=tf.nn.relu6,
-      normalizer_fn=slim.batch_norm):
-    with slim.arg_scope([slim.batch_norm], **batch_norm_params):
-      with slim.arg_scope([slim.conv2d], weights_regularizer=regularizer):
-        with slim.arg_scope([slim.separable_conv2d],
-                            weights_regularizer=None) as scope:
-          return scope
+  return mobilenet_common.training_arg_scope(
+      weight_decay, stddev, regularize_depthwise=False,
+      batch_norm_decay=batch_norm_decay,
+      batch_norm_epsilon=batch_norm_epsilon)

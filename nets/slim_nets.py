@@ -41,6 +41,16 @@ def _squeeze(net, spatial_squeeze):
   return tf.squeeze(net, [1, 2], name='SpatialSqueeze')
 
 
+def _standing_for(slim_network, network, wrapper, default_image_size):
+  """`network`, named as `slim_network`, its docstring pointing to the
+  `wrapper` that built it, with its default_image_size."""
+  network.__name__ = slim_network.__name__
+  network.__doc__ = 'tf_slim.nets %s; see nets.slim_nets.%s.' % (
+      slim_network.__name__, wrapper)
+  network.default_image_size = default_image_size
+  return network
+
+
 def _fc_initializers():
   # tf-slim's AlexNet and OverFeat initialize their fc layers so.
   return slim.arg_scope(
@@ -140,12 +150,8 @@ def _conv_fc_network(slim_network, to_fc7, default_image_size=None):
       end_points = slim.utils.convert_collection_to_dict(collection)
       return _squeeze(features, spatial_squeeze), end_points
 
-  network.__name__ = slim_network.__name__
-  network.__doc__ = ('tf_slim.nets %s; see nets.slim_nets._conv_fc_network.'
-                     % slim_network.__name__)
-  network.default_image_size = (
-      default_image_size or slim_network.default_image_size)
-  return network
+  return _standing_for(slim_network, network, '_conv_fc_network',
+                       default_image_size or slim_network.default_image_size)
 
 
 def _inception(slim_network, slim_base):
@@ -201,11 +207,8 @@ def _inception(slim_network, slim_base):
             net, [1, 2], keepdims=True, name='global_pool')
         return _squeeze(net, spatial_squeeze), end_points
 
-  network.__name__ = slim_network.__name__
-  network.__doc__ = ('tf_slim.nets %s; see nets.slim_nets._inception.'
-                     % slim_network.__name__)
-  network.default_image_size = slim_network.default_image_size
-  return network
+  return _standing_for(slim_network, network, '_inception',
+                       slim_network.default_image_size)
 
 
 def _resnet(slim_network):
@@ -246,11 +249,7 @@ def _resnet(slim_network):
       end_points['Predictions'] = prediction_fn(net, scope='Predictions')
     return net, end_points
 
-  network.__name__ = slim_network.__name__
-  network.__doc__ = ('tf_slim.nets %s; see nets.slim_nets._resnet.'
-                     % slim_network.__name__)
-  network.default_image_size = 224
-  return network
+  return _standing_for(slim_network, network, '_resnet', 224)
 
 
 alexnet_v2 = _conv_fc_network(slim_alexnet.alexnet_v2, _alexnet_v2_to_fc7)

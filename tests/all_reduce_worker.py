@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from clusters import cluster
+from clusters import servers
 from deployment import model_deploy
 from tf2_compat.slim_compat import tf
 from tests import test_all_reduce
@@ -24,7 +25,7 @@ def main(out_dir, steps):
   config = model_deploy.DeploymentConfig(
       num_clones=2, clone_on_cpu=True, replica_id=task.task_index,
       num_replicas=task.num_workers, collective_timeout_secs=60)
-  server = cluster.start_server(task, model_deploy.session_config(config))
+  server = servers.start_server(task, model_deploy.session_config(config))
   x, y = test_all_reduce.data()
   run = test_all_reduce.train(
       config, test_all_reduce.replica_batches(x, y, task.task_index, 2),

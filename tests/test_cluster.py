@@ -1,22 +1,16 @@
-"""clusters.cluster and clusters.replica_session, without other processes."""
+"""clusters.cluster, clusters.addresses and clusters.replica_session,
+without other processes."""
 
 import json
-import socket
 
 import pytest
 from tensorflow.python.training import session_manager
 
+from clusters import addresses
 from clusters import cluster
-from deployment import model_deploy
-from tf2_compat.slim_compat import tf
 from clusters import replica_session
+from tf2_compat.slim_compat import tf
 from tests.fake_clock import FakeClock
-
-# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
-# `make test`'s `pytest -n 2`, its tests run on one worker with the other
-# such modules', never beside them.
-pytestmark = pytest.mark.xdist_group('loopback')
-
 
 PS = ['127.0.0.1:2220', '127.0.0.1:2221']
 WORKERS = ['127.0.0.1:2222', '127.0.0.1:2223', '127.0.0.1:2224']
@@ -111,6 +105,28 @@ def test_bad_tf_config_is_a_clear_error(text, message):
     cluster.from_tf_config(text)
 
 
+@pytest.mark.parametrize('address,host_and_port', [
+    ('127.0.0.1:2222', ('127.0.0.1', 2222)),
+    ('ps0.example.com:1', ('ps0.example.com', 1)),
+    ('[::1]:65535', ('::1', 65535)),
+])
+def test_an_address_splits_into_host_and_port(address, host_and_port):
+  assert addresses.split_address(address) == host_and_port
+
+
+@pytest.mark.parametrize('address,message', [
+    (2222, 'address 2222 is not a string "host:port"'),
+    ('127.0.0.1', "address '127.0.0.1' is not \"host:port\""),
+    (':2222', "address ':2222' is not"),
+    ('host:0', "address 'host:0' is not .* a port in 1..65535"),
+    ('host:65536', "address 'host:65536' is not"),
+    ('host:http', "address 'host:http' is not"),
+])
+def test_a_malformed_address_is_named(address, message):
+  with pytest.raises(ValueError, match=message):
+    addresses.split_address(address)
+
+
 def test_flags_describe_task_and_cluster():
   task = cluster.from_flags(','.join(PS), ','.join(WORKERS), 'ps', 1)
   assert (task.job_name, task.task_index, task.address) == (
@@ -176,64 +192,11 @@ def test_no_flags_and_no_tf_config_means_no_cluster():
   assert cluster.from_flags_and_env('', '', '', None, environ={}) is None
 
 
-def _model_on_ps(strategy, sizes):
-  """Variables of the given float sizes, built through create_clones."""
-  config = model_deploy.DeploymentConfig(num_ps_tasks=2, ps_strategy=strategy)
-
-  def model_fn():
-    for i, size in enumerate(sizes):
-      tf.get_variable('v%d' % i, [size])
-
-  model_deploy.create_clones(config, model_fn)
-  return tf.global_variables()
-
-
-def test_placement_report_round_robin(graph):
-  del graph
-  variables = _model_on_ps('round_robin', [100, 1, 100, 1, 100])
-  assert cluster.placement_report(variables) == [
-      'ps task 0: 3 variables, 1200 bytes (0.0 MiB)',
-      'ps task 1: 2 variables, 8 bytes (0.0 MiB)',
-  ]
-
-
-def test_placement_report_by_size_balances_bytes(graph):
-  del graph
-  variables = _model_on_ps('by_size', [100, 1, 100, 1, 100])
-  loads = cluster.placement_by_device(variables)
-  # Each variable goes to the task holding fewer bytes, ties to task 0:
-  # v0 (400 bytes) -> 0, v1 (4) -> 1, v2 (400) -> 1, v3 (4) -> 0,
-  # v4 (400) -> 0. Round robin would give task 0 1200 bytes and task 1 8.
-  assert [(load.task, load.num_variables, load.num_bytes)
-          for load in loads] == [(0, 3, 804), (1, 2, 404)]
-
-
-def test_placement_report_lists_empty_ps_tasks_and_local_variables(graph):
-  del graph
-  with tf.device('/job:ps/task:1/device:CPU:0'):
-    tf.get_variable('on_ps', [256], dtype=tf.float64)
-  tf.get_variable('local', [3])
-  assert cluster.placement_report(tf.global_variables(), num_ps_tasks=3) == [
-      'ps task 0: 0 variables, 0 bytes (0.0 MiB)',
-      'ps task 1: 1 variables, 2048 bytes (0.0 MiB)',
-      'ps task 2: 0 variables, 0 bytes (0.0 MiB)',
-      'device (none): 1 variables, 12 bytes (0.0 MiB)',
-  ]
-
-
-def test_placement_groups_device_spellings_of_one_ps_task(graph):
-  del graph
-  for i, device in enumerate(['/job:ps/task:0', '/job:ps/task:0/cpu:0',
-                              '/job:ps/replica:0/task:0/device:CPU:0']):
-    with tf.device(device):
-      tf.get_variable('v%d' % i, [2])
-  assert cluster.placement_by_device(tf.global_variables()) == [
-      cluster.DeviceLoad('/job:ps/task:0', 'ps', 0, 3, 24)]
-
-
 def test_placement_report_hook_logs_at_begin(graph):
   del graph
-  _model_on_ps('round_robin', [4, 4])
+  for task in range(2):
+    with tf.device('/job:ps/task:%d' % task):
+      tf.get_variable('v%d' % task, [4])
   lines = []
   hook = replica_session.PlacementReportHook(
       2, 'round_robin', log_fn=lambda fmt, *args: lines.append(fmt % args))
@@ -349,39 +312,3 @@ def test_non_chief_with_a_period_waits_through_non_chief_session_creator(
       config=None) as session:
     assert session.run(tf.constant(7)) == 7
   assert created == [('', None, 3, 9)]
-
-
-def _listening_socket():
-  listener = socket.socket()
-  listener.bind(('127.0.0.1', 0))
-  listener.listen(8)
-  return listener, '127.0.0.1:%d' % listener.getsockname()[1]
-
-
-def test_unreachable_workers_are_those_whose_port_refuses():
-  alive, alive_address = _listening_socket()
-  dead, dead_address = _listening_socket()
-  dead.close()
-  with alive:
-    task = cluster.ClusterTask([], ['127.0.0.1:1', alive_address,
-                                    dead_address], 'worker', 0)
-    # Worker 0 is this task itself: not probed.
-    assert cluster.unreachable_workers(task, settle_secs=0) == [
-        (2, dead_address)]
-
-
-def test_a_worker_dying_while_probed_is_found_within_the_settle_time():
-  dying, dying_address = _listening_socket()
-  task = cluster.ClusterTask([], ['127.0.0.1:1', dying_address], 'worker', 0)
-
-
-  class ClosingClock(FakeClock):
-    """The port still accepts at the first probe; closed by the second."""
-
-    def sleep(self, seconds):
-      super().sleep(seconds)
-      dying.close()
-
-  clock = ClosingClock()
-  assert cluster.unreachable_workers(task, settle_secs=3.0, clock=clock) == [
-      (1, dying_address)]

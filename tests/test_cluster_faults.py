@@ -11,9 +11,11 @@ import time
 
 import pytest
 
+from clusters import addresses
 from clusters import cluster
 from clusters import launch
 from clusters import peers
+from clusters import servers
 from tf2_compat.slim_compat import tf
 from tests.fake_clock import FakeClock
 from tests.line_reader import LineReader
@@ -125,9 +127,65 @@ def test_only_a_grpc_greeting_counts_as_an_answer(greeting, why):
     greeter.close()
 
 
+def _closed_port_address():
+  """The address of a port that was listening a moment ago."""
+  listener = _SilentListener()
+  listener.close()
+  return listener.address
+
+
+def test_a_listening_port_accepts_connections_and_a_closed_one_does_not():
+  listener = _SilentListener()
+  try:
+    assert addresses.accepts_connections(listener.address, 2.0)
+  finally:
+    listener.close()
+  assert not addresses.accepts_connections(listener.address, 2.0)
+
+
+def test_unreachable_workers_are_those_whose_port_refuses():
+  alive = _SilentListener()
+  dead_address = _closed_port_address()
+  try:
+    task = cluster.ClusterTask([], ['127.0.0.1:1', alive.address,
+                                    dead_address], 'worker', 0)
+    # Worker 0 is this task itself: not probed.
+    assert peers.unreachable_workers(task, settle_secs=0) == [
+        (2, dead_address)]
+  finally:
+    alive.close()
+
+
+def test_a_ps_task_probes_every_worker():
+  dead_address = _closed_port_address()
+  task = cluster.ClusterTask(['127.0.0.1:2'], ['127.0.0.1:1', dead_address],
+                             'ps', 0)
+  assert peers.unreachable_workers(task, timeout_secs=0.5,
+                                   settle_secs=0) == [
+                                       (0, '127.0.0.1:1'), (1, dead_address)]
+
+
+def test_a_worker_dying_while_probed_is_found_within_the_settle_time():
+  dying = _SilentListener()
+  task = cluster.ClusterTask([], ['127.0.0.1:1', dying.address], 'worker',
+                             0)
+
+  class ClosingClock(FakeClock):
+    """The port still accepts at the first probe; closed by the second."""
+
+    def sleep(self, seconds):
+      super().sleep(seconds)
+      dying.close()
+
+  clock = ClosingClock()
+  assert peers.unreachable_workers(task, settle_secs=3.0, clock=clock) == [
+      (1, dying.address)]
+  assert clock.sleeps == [0.25]
+
+
 def test_a_tensorflow_server_answers():
   address = '127.0.0.1:%d' % launch.free_ports(1)[0]
-  server = cluster.start_server(
+  server = servers.start_server(
       cluster.ClusterTask([], [address], 'worker', 0))
   assert peers.why_not_answering(address) is None
   del server
@@ -205,13 +263,13 @@ def test_a_taken_port_is_refused_before_tensorflow_tries_it():
   try:
     task = cluster.ClusterTask([address], ['127.0.0.1:1'], 'ps', 0,
                                source='--ps_hosts/--worker_hosts')
-    with pytest.raises(cluster.PortUnavailable, match=re.escape(
+    with pytest.raises(servers.PortUnavailable, match=re.escape(
         'ps task 0 cannot listen on %s: the port is already in use' %
         address)):
-      cluster.check_port(task)
+      servers.check_port(task)
   finally:
     holder.close()
-  cluster.check_port(task)  # Free again.
+  servers.check_port(task)  # Free again.
 
 
 def _start_task(digits_dir, train_dir, ps_address, worker_address,

@@ -1,4 +1,5 @@
-"""dataset_factory and dataset_utils: layouts, decoding, and errors."""
+"""dataset_factory, dataset_spec and dataset_utils: layouts, decoding, and
+errors."""
 
 import os
 
@@ -87,6 +88,38 @@ def test_custom_file_pattern_replaces_the_default(graph, tmp_path):
   dataset = dataset_factory.get_dataset('mnist', 'train', str(tmp_path),
                                         file_pattern='my-%s.rec')
   assert dataset.data_sources == [str(tmp_path / 'my-train.rec')]
+
+
+@pytest.mark.parametrize('name, channels, size, shape, image, label', [
+    ('mnist', 1, 28, (28, 28, 1), 'A [28 x 28 x 1] grayscale image.',
+     'A single integer between 0 and 9'),
+    ('cifar10', 3, 32, (32, 32, 3), 'A [32 x 32 x 3] color image.',
+     'A single integer between 0 and 9'),
+    ('flowers', 3, 224, None, 'A color image of varying size.',
+     'A single integer between 0 and 4'),
+])
+def test_a_converted_spec_follows_its_image_shape_and_classes(
+    name, channels, size, shape, image, label):
+  spec = dataset_factory.datasets_map[name].SPEC
+  assert (spec.image_channels, spec.default_image_size, spec.image_shape) == (
+      channels, size, shape)
+  assert dict(spec.items_to_descriptions) == {'image': image, 'label': label}
+  assert spec.convert_hint.startswith(
+      'python download_and_convert_data.py --dataset_name=%s '
+      '--dataset_dir=%%(dataset_dir)s (' % name)
+
+
+@pytest.mark.parametrize('name, splits', [
+    ('mnist', "'train' or 'test'"), ('cifar10', "'train' or 'test'"),
+    ('digits', "'train' or 'test'"), ('flowers', "'train' or 'validation'"),
+    ('imagenet', "'train' or 'validation'")])
+def test_each_module_get_split_opens_its_own_dataset(tmp_path, name, splits):
+  get_split = dataset_factory.datasets_map[name].get_split
+  assert get_split.__doc__.startswith('Returns split %s of %s;' % (splits,
+                                                                   name))
+  with pytest.raises(ValueError, match="split 'dev' is not a split of "
+                     "dataset '%s'" % name):
+    get_split('dev', str(tmp_path))
 
 
 def test_digits_split_sizes_and_shape(graph, digits_dir):

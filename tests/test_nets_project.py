@@ -8,6 +8,7 @@ import collections
 
 import numpy as np
 import pytest
+from tf_slim.ops.arg_scope import arg_scope_func_key
 
 from deployment import model_deploy
 from tf2_compat.slim_compat import slim, tf
@@ -156,6 +157,25 @@ def test_weight_decay_regularizes_the_published_set_of_weights(eval_network):
   with eval_network.graph.as_default():
     regularization_losses = tf.losses.get_regularization_losses()
   assert len(regularization_losses) == DECAYED_WEIGHTS[eval_network.name]
+
+
+@pytest.mark.parametrize('name, kwargs, batch_norm_decay, depthwise_decayed', [
+    ('mobilenet_v1', {}, 0.9997, False),
+    ('mobilenet_v1', {'regularize_depthwise': True}, 0.9997, True),
+    ('mobilenet_v2', {}, 0.997, False),
+])
+def test_mobilenet_arg_scopes_differ_in_batch_norm_and_depthwise_decay(
+    name, kwargs, batch_norm_decay, depthwise_decayed):
+  scope = nets_factory.arg_scopes_map[name](weight_decay=0.5, **kwargs)
+  batch_norm = scope[arg_scope_func_key(slim.batch_norm)]
+  conv = scope[arg_scope_func_key(slim.conv2d)]
+  depthwise = scope[arg_scope_func_key(slim.separable_conv2d)]
+  assert (batch_norm['decay'], batch_norm['epsilon']) == (
+      batch_norm_decay, 0.001)
+  assert conv['weights_regularizer'] is not None
+  assert (depthwise['weights_regularizer'] is not None) == depthwise_decayed
+  assert (depthwise['activation_fn'], depthwise['normalizer_fn']) == (
+      tf.nn.relu6, slim.batch_norm)
 
 
 @pytest.mark.parametrize('eval_network', ['mobilenet_v2'], indirect=True)

@@ -2,7 +2,8 @@
 
 The TF 2 compatibility layer moved to `tf2_compat`, the cluster tools to
 `clusters`; each old module re-exports the new one's public names, and the
-two old `python -m` commands still run.
+two old `python -m` commands still run. The server, reachability and
+placement-report names that left `clusters.cluster` are still there.
 """
 
 import importlib
@@ -38,6 +39,28 @@ def test_the_old_path_gives_the_new_modules_objects(old, new):
       name: getattr(new_module, name) for name in names}
   assert all(getattr(old_module, name) is getattr(new_module, name)
              for name in names)
+
+
+# Names that moved out of clusters.cluster to modules of their own, with
+# their new homes.
+MOVED_FROM_CLUSTER = {
+    'start_server': 'clusters.servers',
+    'check_port': 'clusters.servers',
+    'serve_until_stopped': 'clusters.servers',
+    'PortUnavailable': 'clusters.servers',
+    'unreachable_workers': 'clusters.peers',
+    'placement_report': 'deployment.device_placement',
+    'placement_by_device': 'deployment.device_placement',
+    'DeviceLoad': 'deployment.device_placement',
+}
+
+
+@pytest.mark.parametrize('old', ['clusters.cluster', 'deployment.cluster'])
+@pytest.mark.parametrize('name, new', sorted(MOVED_FROM_CLUSTER.items()))
+def test_names_moved_out_of_cluster_keep_their_old_paths(old, name, new):
+  moved = getattr(importlib.import_module(new), name)
+  assert getattr(importlib.import_module(old), name) is moved
+  assert moved.__module__ == new
 
 
 def test_old_slim_compat_import_line_gives_tf_and_slim():
