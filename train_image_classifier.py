@@ -27,12 +27,13 @@ pipeline, the optimizer and the hooks, and runs the loop.
 import collections
 import contextlib
 
-from datasets import tfrecord_check
-from clusters import cluster
+from clusters import peers
+from clusters import replica_session
+from clusters import servers
 from clusters import slurm
+from datasets import tfrecord_check
 from deployment import collectives
 from deployment import model_deploy
-from clusters import peers
 from deployment import precision
 from tf2_compat.slim_compat import tf
 from training import cli
@@ -45,7 +46,6 @@ from training import lookup
 from training import model_size
 from training import optimizers
 from training import preemption
-from clusters import replica_session
 from training import resume_check
 from training import run_config
 from training import train_dir_lock
@@ -64,17 +64,17 @@ def run(config):
   server = None
   if config.task is not None:
     try:
-      server = cluster.start_server(
+      server = servers.start_server(
           config.task, config.deployment and model_deploy.session_config(
               config.deployment))
-    except cluster.PortUnavailable as e:
+    except servers.PortUnavailable as e:
       raise UsageError(str(e)) from None
     tf.logging.info('started %s (cluster from %s)', config.task,
                     config.task.source)
     if config.is_ps:
       if config.ps_ends_with_workers:
         slurm.end_with_the_workers(config.task)
-      cluster.serve_until_stopped(server)
+      servers.serve_until_stopped(server)
       tf.logging.info('ps task %d stopped', config.task.task_index)
       return
   # One SignalStop from here to the end: before the first step a SIGTERM
@@ -373,7 +373,7 @@ def naming_collective_failures(config):
     who = 'a clone or replica it waits for'
     timeout = config.deployment.collective_timeout_secs
     if config.deployment.all_reduce_replicas:
-      missing = cluster.unreachable_workers(config.task)
+      missing = peers.unreachable_workers(config.task)
       if missing:
         who = ', '.join('worker task %d (%s)' % m for m in missing)
       message = (

@@ -33,10 +33,10 @@ What this module adds to the resolver:
 
 import os
 import signal
-import socket
 import threading
 import time
 
+from clusters import addresses
 from clusters import cluster
 from tf2_compat.slim_compat import tf
 
@@ -157,7 +157,7 @@ def end_with_the_workers(task, poll_secs=2.0, on_end=None):
   A thread connects to the workers' addresses every `poll_secs`: once each
   has accepted a connection at least once, and none accepts anymore, it
   calls `on_end`, by default a SIGTERM to this process, which
-  cluster.serve_until_stopped takes as its cue to return. A worker that
+  servers.serve_until_stopped takes as its cue to return. A worker that
   never started keeps the ps task serving: srun --kill-on-bad-exit=1 ends
   the step when a task fails.
 
@@ -174,22 +174,14 @@ def end_with_the_workers(task, poll_secs=2.0, on_end=None):
 def _watch_workers(worker_hosts, poll_secs, on_end):
   seen = set()
   while True:
-    listening = {address for address in worker_hosts if _listens(address)}
+    listening = {address for address in worker_hosts
+                 if addresses.accepts_connections(address, 2.0)}
     seen |= listening
     if not listening and len(seen) == len(worker_hosts):
       tf.logging.info('every worker has ended: stopping this ps task')
       on_end()
       return
     time.sleep(poll_secs)
-
-
-def _listens(address, timeout_secs=2.0):
-  host, _, port = address.rpartition(':')
-  try:
-    socket.create_connection((host, int(port)), timeout=timeout_secs).close()
-  except OSError:
-    return False
-  return True
 
 
 def _terminate_this_process():
