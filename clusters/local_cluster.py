@@ -177,7 +177,7 @@ class LocalCluster:
     def relay():
       for line in process.stdout:
         self.write('[%s] %s' % (name, line))
-        self._steps.observe(start, line)
+        self._steps.observe(start, name, line)
       process.stdout.close()
 
     def wait_for_exit():
@@ -238,12 +238,25 @@ class LocalCluster:
                                      self.address(name)))
     if decision.action == restarts.GIVE_UP:
       return status
-    if decision.action == restarts.RESTART_TASK:
-      self._fork(name)
-      self._watch(name)
-    else:
+    if decision.action == restarts.RESTART_CLUSTER:
       self._restart_every_task()
+      return None
+    if decision.flag == '--max_restarts' and restarts.rolls_back(name):
+      self.write(restarts.rollback_line(self._script.train_dir,
+                                        self._resumed_step(),
+                                        self._steps.highest))
+    self._fork(name)
+    self._watch(name)
     return None
+
+  def _resumed_step(self):
+    """The step of the latest checkpoint in the script's --train_dir
+    (relative to the tasks' working directory); None when there is none or
+    no --train_dir."""
+    if self._script.train_dir is None:
+      return None
+    return restarts.latest_checkpoint_step(
+        os.path.join(self._cwd or os.getcwd(), self._script.train_dir))
 
   def _restart_every_task(self):
     """Stops every task, workers first so that the chief can still save
@@ -251,12 +264,8 @@ class LocalCluster:
     logged = self._steps.highest
     self._stop(self.worker_names)
     self._stop(self.ps_names)
-    train_dir = self._script.train_dir
-    resumed = None
-    if train_dir is not None:
-      train_dir = os.path.join(self._cwd or os.getcwd(), train_dir)
-      resumed = restarts.latest_checkpoint_step(train_dir)
-    self.write(restarts.resume_line(self._script.train_dir, resumed, logged))
+    self.write(restarts.every_task_line(self._script.train_dir,
+                                        self._resumed_step(), logged))
     self._pick_ports(len(self.ps_hosts), len(self.worker_hosts))
     self.start()
 

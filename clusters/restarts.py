@@ -124,8 +124,8 @@ class RestartPolicy:
         raise ValueError('%s must be >= 0, got %d; give 0 (%s) or more'
                          % (flag, value, zero_means))
     self.mode = mode
-    self.max_restarts = max_restarts
-    self.ps_restarts = ps_restarts
+    self._allowed = {'--max_restarts': max_restarts,
+                     '--ps_restarts': ps_restarts}
     self._used = {'--max_restarts': 0, '--ps_restarts': 0}
 
   def decide(self, task_name, status):
@@ -134,21 +134,27 @@ class RestartPolicy:
     if task_name.startswith('ps') and self._left('--ps_restarts'):
       return self._draw('--ps_restarts', RESTART_TASK)
     if status == BAD_INPUT_STATUS or not self._left('--max_restarts'):
-      return Decision(GIVE_UP, '--max_restarts', self._used['--max_restarts'],
-                      self.max_restarts)
+      return self._decision(GIVE_UP, '--max_restarts')
     alone = self.mode == ASYNC_PS
     return self._draw('--max_restarts',
                       RESTART_TASK if alone else RESTART_CLUSTER)
 
   def _left(self, flag):
-    allowed = (self.max_restarts if flag == '--max_restarts'
-               else self.ps_restarts)
-    return allowed - self._used[flag]
+    return self._allowed[flag] - self._used[flag]
 
   def _draw(self, flag, action):
     self._used[flag] += 1
-    allowed = self._left(flag) + self._used[flag]
-    return Decision(action, flag, self._used[flag], allowed)
+    return self._decision(action, flag)
+
+  def _decision(self, action, flag):
+    return Decision(action, flag, self._used[flag], self._allowed[flag])
+
+
+def rolls_back(task_name):
+  """Whether restarting `task_name` alone (asynchronous ps training) takes
+  the cluster back to the latest checkpoint: the chief restores it as it
+  starts, and onto a restarted ps task."""
+  return task_name == 'worker0' or task_name.startswith('ps')
 
 
 def failure_line(task_name, status, decision, address):
@@ -165,8 +171,8 @@ def failure_line(task_name, status, decision, address):
     else:
       why = ' after %d restart(s), all that --max_restarts %d allows' % (
           decision.number, decision.allowed)
-    return '[launch] %s failed with exit status %d%s; stopping the cluster\n' % (
-        task_name, status, why)
+    return ('[launch] %s failed with exit status %d%s; stopping the '
+            'cluster\n' % (task_name, status, why))
   if decision.flag == '--ps_restarts':
     return ('[launch] %s exited with status %d; restarting it on %s (%d more '
             'restart(s) allowed)\n' % (task_name, status, address,
@@ -181,35 +187,58 @@ def failure_line(task_name, status, decision, address):
           'restart the cluster (%s)\n' % (task_name, status, count))
 
 
-def resume_line(train_dir, resumed, logged):
+def _resumed_from(train_dir, resumed):
+  if resumed is None:
+    return 'step 0 (no checkpoint in %s yet)' % train_dir
+  return 'step %d, the latest checkpoint in %s' % (resumed, train_dir)
+
+
+def _steps_lost(resumed, logged):
+  if logged is None:
+    return 'no step was logged since the last start'
+  return '%d step(s) lost (the workers had logged step %d)' % (
+      max(0, logged - (resumed or 0)), logged)
+
+
+_NO_TRAIN_DIR = "(no --train_dir among its arguments to read the step from)"
+
+
+def every_task_line(train_dir, resumed, logged):
   """The launcher's line as it starts every task again.
 
   Args:
     train_dir: the script's --train_dir (None: not given).
     resumed: the step of train_dir's latest checkpoint (None: none yet).
-    logged: the highest step the tasks logged since they last started
+    logged: the highest step the workers logged since they last started
       (None: none).
   """
+  lead = '[launch] starting every task again on new ports: '
   if train_dir is None:
-    return ('[launch] starting every task again on new ports: they resume '
-            'from the latest checkpoint of the script\'s train_dir (no '
-            '--train_dir among its arguments to read the step from)\n')
-  if resumed is None:
-    where = 'step 0 (no checkpoint in %s yet)' % train_dir
-  else:
-    where = 'step %d, the latest checkpoint in %s' % (resumed, train_dir)
-  if logged is None:
-    lost = 'no step was logged since the last start'
-  else:
-    lost = '%d step(s) lost (the workers had logged step %d)' % (
-        max(0, logged - (resumed or 0)), logged)
-  return '[launch] starting every task again on new ports: resuming from ' \
-      '%s; %s\n' % (where, lost)
+    return lead + ("they resume from the latest checkpoint of the script's "
+                   "train_dir %s\n" % _NO_TRAIN_DIR)
+  return lead + 'resuming from %s; %s\n' % (_resumed_from(train_dir, resumed),
+                                             _steps_lost(resumed, logged))
+
+
+def rollback_line(train_dir, resumed, logged):
+  """The launcher's line when the chief or a ps task is restarted alone
+  (asynchronous ps training): as it restores, the chief takes every
+  variable, on every ps task, back to train_dir's latest checkpoint, and
+  the steps the other workers run until then are lost as well; arguments
+  as for every_task_line."""
+  lead = '[launch] the chief restores '
+  if train_dir is None:
+    return lead + ("the latest checkpoint of the script's train_dir onto the "
+                   "ps tasks %s\n" % _NO_TRAIN_DIR)
+  return lead + '%s, onto the ps tasks: at least %s\n' % (
+      _resumed_from(train_dir, resumed), _steps_lost(resumed, logged))
 
 
 class StepLog:
-  """The highest global step the tasks logged since the cluster last
-  started, read from their progress lines (STEP_LINE).
+  """The highest global step the workers logged since the cluster last
+  started, read from their progress lines (STEP_LINE): the highest of
+  each task's latest, so that a cluster taken back to a checkpoint counts
+  from there.
 
   Each start has a number; a line relayed from an earlier start (a task
   stopped for the restart, its last lines still in the pipe) is not
@@ -219,25 +248,25 @@ class StepLog:
   def __init__(self):
     self._lock = threading.Lock()
     self._start = 0
-    self._highest = None
+    self._latest = {}  # Task name -> the step of its latest line.
 
   def new_start(self):
     """Forgets the steps logged so far; returns the new start's number."""
     with self._lock:
       self._start += 1
-      self._highest = None
+      self._latest = {}
       return self._start
 
-  def observe(self, start, line):
-    """Counts `line`, relayed from a task of start number `start`."""
+  def observe(self, start, task_name, line):
+    """Counts `line`, relayed from `task_name` of start number `start`."""
     match = STEP_LINE.search(line)
     if match is None:
       return
     with self._lock:
       if start == self._start:
-        self._highest = max(self._highest or 0, int(match.group(1)))
+        self._latest[task_name] = int(match.group(1))
 
   @property
   def highest(self):
     with self._lock:
-      return self._highest
+      return max(self._latest.values(), default=None)

@@ -13,6 +13,9 @@ address; a worker first connects to every ps task. Then MODE decides:
     not); with ps tasks
     it goes on until worker1 has started again. At their next start the
     workers print 'done' and exit 0.
+  chief_dies_once: the chief logs those steps and writes that checkpoint,
+    then kills itself with SIGKILL; the other workers go on until it has
+    started again.
   always_fails: worker1 exits 3 at every start, the other workers hang.
   bad_input: worker1 exits 2, the other workers hang.
 
@@ -46,13 +49,18 @@ def _wait_for(path):
     time.sleep(0.05)
 
 
-def _train_then_lose_worker1(config, marks, train_dir):
-  """The chief's first start in dies_once."""
+def _log_training(train_dir):
+  """Logs the steps and writes the checkpoint index of a chief."""
   print('INFO:tensorflow:step %d: loss = 1.0' % LOGGED_STEPS[0])
   os.makedirs(train_dir, exist_ok=True)
   with open(os.path.join(train_dir, 'checkpoint'), 'w') as index:
     index.write('model_checkpoint_path: "model.ckpt-%d"\n' % CHECKPOINT_STEP)
   print('INFO:tensorflow:step %d: loss = 1.0' % LOGGED_STEPS[1], flush=True)
+
+
+def _train_then_lose_worker1(config, marks, train_dir):
+  """The chief's first start in dies_once."""
+  _log_training(train_dir)
   peer = _connect(config['cluster']['worker'][1])
   open(os.path.join(marks, 'trained'), 'w').close()
   if config['cluster']['ps']:  # Asynchronous: goes on without worker1.
@@ -94,7 +102,12 @@ def main(mode, marks, train_dir):
     os.kill(os.getpid(), signal.SIGKILL)
   if mode == 'dies_once' and start == 0 and index == 0:
     _train_then_lose_worker1(config, marks, train_dir)
-  if mode != 'dies_once':
+  if mode == 'chief_dies_once' and start == 0:
+    if index == 0:
+      _log_training(train_dir)
+      os.kill(os.getpid(), signal.SIGKILL)
+    _wait_for(os.path.join(marks, 'worker0.1'))
+  if mode not in ('dies_once', 'chief_dies_once'):
     time.sleep(600)
   print('done')
 

@@ -154,37 +154,69 @@ def test_the_ps_restarts_line_is_the_one_it_always_was():
       'more restart(s) allowed)\n')
 
 
-@pytest.mark.parametrize('train_dir,resumed,logged,end', [
-    ('/t', 40, 47, 'resuming from step 40, the latest checkpoint in /t; 7 '
-                   'step(s) lost (the workers had logged step 47)'),
-    ('/t', 40, 40, 'resuming from step 40, the latest checkpoint in /t; 0 '
-                   'step(s) lost (the workers had logged step 40)'),
-    ('/t', None, 9, 'resuming from step 0 (no checkpoint in /t yet); 9 '
-                    'step(s) lost (the workers had logged step 9)'),
-    ('/t', 40, None, 'resuming from step 40, the latest checkpoint in /t; '
-                     'no step was logged since the last start'),
-    (None, None, 47, "they resume from the latest checkpoint of the "
-                     "script's train_dir (no --train_dir among its "
-                     "arguments to read the step from)"),
-])
+_LOST = [
+    ('/t', 40, 47, 'step 40, the latest checkpoint in /t', '7 step(s) lost '
+                   '(the workers had logged step 47)'),
+    ('/t', 40, 40, 'step 40, the latest checkpoint in /t', '0 step(s) lost '
+                   '(the workers had logged step 40)'),
+    ('/t', None, 9, 'step 0 (no checkpoint in /t yet)', '9 step(s) lost (the '
+                    'workers had logged step 9)'),
+    ('/t', 40, None, 'step 40, the latest checkpoint in /t', 'no step was '
+                     'logged since the last start'),
+]
+
+
+@pytest.mark.parametrize('train_dir,resumed,logged,where,lost', _LOST)
 def test_the_line_of_a_restart_of_every_task(train_dir, resumed, logged,
-                                             end):
-  assert restarts.resume_line(train_dir, resumed, logged) == (
-      '[launch] starting every task again on new ports: %s\n' % end)
+                                             where, lost):
+  assert restarts.every_task_line(train_dir, resumed, logged) == (
+      '[launch] starting every task again on new ports: resuming from %s; '
+      '%s\n' % (where, lost))
 
 
-def test_the_step_log_counts_the_highest_step_of_the_latest_start():
+@pytest.mark.parametrize('train_dir,resumed,logged,where,lost', _LOST)
+def test_the_line_of_a_chief_or_ps_task_restarted_alone(train_dir, resumed,
+                                                        logged, where, lost):
+  assert restarts.rollback_line(train_dir, resumed, logged) == (
+      '[launch] the chief restores %s, onto the ps tasks: at least %s\n' % (
+          where, lost))
+
+
+def test_without_train_dir_the_lines_say_where_the_step_would_be_read():
+  assert restarts.every_task_line(None, None, 47) == (
+      '[launch] starting every task again on new ports: they resume from the '
+      "latest checkpoint of the script's train_dir (no --train_dir among its "
+      'arguments to read the step from)\n')
+  assert restarts.rollback_line(None, None, 47) == (
+      "[launch] the chief restores the latest checkpoint of the script's "
+      'train_dir onto the ps tasks (no --train_dir among its arguments to '
+      'read the step from)\n')
+
+
+@pytest.mark.parametrize('task_name,rolls_back', [
+    ('worker0', True), ('ps0', True), ('ps3', True), ('worker1', False),
+    ('worker10', False)])
+def test_the_chief_and_ps_tasks_take_the_cluster_back_when_restarted(
+    task_name, rolls_back):
+  assert restarts.rolls_back(task_name) == rolls_back
+
+
+def test_the_step_log_counts_the_highest_of_each_tasks_latest_step():
   steps = restarts.StepLog()
   first = steps.new_start()
-  for line in ('INFO:tensorflow:step 12: loss = 0.5, learning rate = 0.1\n',
-               'INFO:tensorflow:steps per epoch: 1437 examples / 8 = 179\n',
-               'INFO:tensorflow:step 9: loss = 0.5\n'):
-    steps.observe(first, line)
+  for task, line in (
+      ('worker0', 'INFO:tensorflow:step 12: loss = 0.5, learning rate = 1\n'),
+      ('worker1', 'INFO:tensorflow:steps per epoch: 1437 examples / 8\n'),
+      ('worker1', 'INFO:tensorflow:step 9: loss = 0.5\n')):
+    steps.observe(first, task, line)
   assert steps.highest == 12
+  # Taken back to a checkpoint: each task's latest line counts.
+  steps.observe(first, 'worker0', 'INFO:tensorflow:step 5: loss = 0.5\n')
+  assert steps.highest == 9
   second = steps.new_start()
   assert steps.highest is None
-  steps.observe(first, 'INFO:tensorflow:step 30: loss = 0.5\n')  # Late.
-  steps.observe(second, 'INFO:tensorflow:step 4: loss = 0.5\n')
+  steps.observe(first, 'worker0', 'INFO:tensorflow:step 30: loss = 0.5\n')
+  steps.observe(second, 'worker1', 'INFO:tensorflow:step 4: loss = 0.5\n')
   assert steps.highest == 4
 
 
@@ -267,6 +299,19 @@ def test_async_ps_a_killed_worker_is_restarted_alone_on_its_address(
   assert {name: process.returncode
           for name, process in cluster.processes.items()} == {
               'ps0': 0, 'worker0': 0, 'worker1': 0}
+
+
+def test_async_ps_a_restarted_chief_says_the_cluster_goes_back(tmp_path):
+  cluster, status, log = _run(tmp_path, 'chief_dies_once', 1, 1)
+  assert status == 0, log
+  assert ('[launch] worker0 failed with exit status 137; restarting it '
+          'alone on %s (restart 1 of --max_restarts 1); the other tasks go '
+          'on\n[launch] the chief restores step 3, the latest checkpoint in '
+          '%s, onto the ps tasks: at least 4 step(s) lost (the workers had '
+          'logged step 7)\n' % (cluster.worker_hosts[0],
+                                 tmp_path / 'train')) in log
+  assert [len(_started(log, name)) for name in ('ps0', 'worker0',
+                                                'worker1')] == [1, 2, 1]
 
 
 def test_sync_ps_a_killed_worker_restarts_every_task_ps_included(tmp_path):

@@ -1,0 +1,234 @@
+"""The launcher's --max_restarts with train_image_classifier.py on
+127.0.0.1: an all-reduce cluster restarted whole after a SIGKILL keeps the
+accuracy of an uninterrupted run; an asynchronous ps cluster restarts the
+killed worker alone."""
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.script_runner import REPO
+from tests.script_runner import digits_accuracy
+from tests.script_runner import process_alive
+from tests.script_runner import script_env
+from tests.test_cluster_e2e import _checkpoint_step
+
+# It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
+# `make test`'s `pytest -n 2`, its tests run on one worker with the other
+# such modules', never beside them.
+pytestmark = pytest.mark.xdist_group('loopback')
+
+TIMEOUT = 300
+STEP = r'^\[worker\d\] INFO:tensorflow:step (\d+): loss'
+
+
+class _Launch:
+  """`python -m MODULE OPTIONS -- train_image_classifier.py ARGS` in its own
+  process group, its output in a file; one intra-op and one inter-op
+  thread per task."""
+
+  def __init__(self, log_path, module, options, args):
+    self.log_path = log_path
+    command = [sys.executable, '-m', module, '--timeout', str(TIMEOUT),
+               '--intra_op_threads', '1', '--inter_op_threads', '1',
+               '--grace_secs', '5'] + list(options) + [
+                   '--', 'train_image_classifier.py'] + list(args)
+    with open(log_path, 'w') as log:
+      self.process = subprocess.Popen(
+          command, cwd=REPO, env=script_env(), stdout=log,
+          stderr=subprocess.STDOUT, start_new_session=True)
+
+  def log(self):
+    with open(self.log_path) as log:
+      return log.read()
+
+  def wait_for(self, pattern, start=0, timeout=120):
+    """The first match of `pattern` in the log from offset `start`."""
+    deadline = time.monotonic() + timeout
+    while True:
+      match = re.compile(pattern, re.M).search(self.log(), start)
+      if match:
+        return match
+      assert self.process.poll() is None, self.log()[-4000:]
+      assert time.monotonic() < deadline, self.log()[-4000:]
+      time.sleep(0.1)
+
+  def pids(self, task):
+    return [int(pid) for pid in re.findall(
+        r'^\[launch\] %s: pid (\d+),' % task, self.log(), re.M)]
+
+  def wait(self):
+    try:
+      return self.process.wait(timeout=TIMEOUT + 30)
+    except subprocess.TimeoutExpired:
+      pytest.fail('launcher still running after %d s:\n%s' % (
+          TIMEOUT + 30, self.log()[-3000:]))
+
+  def kill(self):
+    """SIGKILLs the launcher and any task that outlived it."""
+    pids = [int(p) for p in re.findall(r'^\[launch\] \w+: pid (\d+)',
+                                       self.log(), re.M)]
+    for pid in pids:  # A task stopped by the test cannot die stopped.
+      if process_alive(pid):
+        os.kill(pid, signal.SIGCONT)
+    try:
+      os.killpg(self.process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+    self.process.wait(timeout=30)
+    deadline = time.monotonic() + 10  # They die with the launcher (Linux).
+    while any(process_alive(p) for p in pids) and time.monotonic() < deadline:
+      time.sleep(0.2)
+    for pid in pids:
+      if process_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def launcher(tmp_path):
+  started = []
+
+  def start(name, module, options, args):
+    started.append(_Launch(str(tmp_path / (name + '.log')), module, options,
+                           args))
+    return started[-1]
+
+  yield start
+  for launched in started:
+    launched.kill()
+
+
+LAST_STEP = 400
+
+
+def _all_reduce_args(digits_dir, train_dir):
+  """Batch 16 per worker; the same start (--random_seed) and batches
+  (--shuffle_seed) in every run; the rate halves every 2 epochs (90
+  steps), so that the accuracy settles by step 400."""
+  return ['--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
+          '--model_name=lenet', '--clone_on_cpu', '--batch_size=16',
+          '--optimizer=adam', '--opt_epsilon=1e-8', '--learning_rate=0.002',
+          '--learning_rate_decay_type=exponential',
+          '--num_epochs_per_decay=2', '--learning_rate_decay_factor=0.5',
+          '--shuffle_seed=3', '--random_seed=1',
+          '--max_number_of_steps=%d' % LAST_STEP, '--log_every_n_steps=1',
+          '--save_interval_secs=1', '--save_summaries_secs=600',
+          '--num_readers=1', '--num_preprocessing_threads=1',
+          '--train_dir=%s' % train_dir]
+
+
+def _wait_for_checkpoint(launched, train_dir, step):
+  deadline = time.monotonic() + 120
+  while (_checkpoint_step(train_dir) or 0) < step:
+    assert launched.process.poll() is None, launched.log()[-4000:]
+    assert time.monotonic() < deadline, launched.log()[-4000:]
+    time.sleep(0.1)
+  return _checkpoint_step(train_dir)
+
+
+RESUMED = (r'^\[launch\] starting every task again on new ports: resuming '
+           r'from step (\d+), the latest checkpoint in %s; (\d+) step\(s\) '
+           r'lost \(the workers had logged step (\d+)\)$')
+
+
+@pytest.mark.slow
+def test_all_reduce_restarted_after_a_sigkill_keeps_the_accuracy(
+    launcher, digits_dir, tmp_path):
+  interrupted = str(tmp_path / 'interrupted')
+  uninterrupted = str(tmp_path / 'uninterrupted')
+  run = launcher('interrupted', 'deployment.launch',
+                 ['--num_ps', '0', '--num_workers', '2', '--max_restarts',
+                  '1'], _all_reduce_args(digits_dir, interrupted))
+  # The uninterrupted run goes on beside it.
+  reference = launcher('uninterrupted', 'clusters.launch',
+                       ['--num_ps', '0', '--num_workers', '2'],
+                       _all_reduce_args(digits_dir, uninterrupted))
+  before_kill = _wait_for_checkpoint(run, interrupted, 100)
+  time.sleep(random.Random(5).uniform(0.0, 1.0))  # Seeded: replayable.
+  os.killpg(run.pids('worker1')[0], signal.SIGKILL)
+  killed = time.monotonic()
+  resumed_line = run.wait_for(RESUMED % re.escape(interrupted))
+  first_step = run.wait_for(STEP, resumed_line.end())
+  restart_secs = time.monotonic() - killed
+  assert run.wait() == 0, run.log()[-4000:]
+  assert reference.wait() == 0, reference.log()[-4000:]
+  log = run.log()
+  assert ('[launch] worker1 failed with exit status 137; stopping every task'
+          ' to restart the cluster (restart 1 of --max_restarts 1)\n') in log
+  assert [len(run.pids(w)) for w in ('worker0', 'worker1')] == [2, 2]
+  # The figures of the restart line are those of the checkpoint the chief
+  # restored and of the step lines before it.
+  resumed, lost, logged = (int(g) for g in resumed_line.groups())
+  assert resumed >= before_kill
+  assert re.findall(r'^\[worker0\] INFO:tensorflow:Restoring parameters from '
+                    r'%s/model\.ckpt-(\d+)$' % re.escape(interrupted),
+                    log[resumed_line.end():], re.M) == [str(resumed)]
+  steps_before = [int(s) for s in re.findall(STEP, log[:resumed_line.start()],
+                                             re.M)]
+  assert logged == max(steps_before) and lost == logged - resumed
+  assert resumed <= int(first_step.group(1)) <= resumed + 2
+  assert _checkpoint_step(interrupted) == _checkpoint_step(
+      uninterrupted) == LAST_STEP
+  accuracy = digits_accuracy(digits_dir, interrupted)
+  reference_accuracy = digits_accuracy(digits_dir, uninterrupted)
+  print('restarted at step %d (%d lost), training again %.1f s after the '
+        'kill: %.2f%%, uninterrupted %.2f%%' % (
+            resumed, lost, restart_secs, accuracy,
+            reference_accuracy))  # pytest -rP
+  assert reference_accuracy > 96
+  assert abs(accuracy - reference_accuracy) <= 1.5
+
+
+ASYNC_LAST_STEP = 300
+
+
+@pytest.mark.slow
+def test_async_ps_restarts_a_killed_worker_alone(launcher, digits_dir,
+                                                  tmp_path):
+  train_dir = str(tmp_path / 'train')
+  run = launcher('async', 'clusters.launch',
+                 ['--num_ps', '1', '--num_workers', '2', '--max_restarts',
+                  '1'],
+                 ['--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
+                  '--model_name=lenet', '--clone_on_cpu', '--batch_size=8',
+                  '--optimizer=sgd', '--learning_rate=0.01',
+                  '--max_number_of_steps=%d' % ASYNC_LAST_STEP,
+                  '--log_every_n_steps=1', '--save_interval_secs=1',
+                  '--save_summaries_secs=600', '--non_chief_wait_secs=1',
+                  '--num_readers=1', '--num_preprocessing_threads=1',
+                  '--train_dir=%s' % train_dir])
+  # 'step N:', not the start-up's 'steps per epoch' line.
+  run.wait_for(r'^\[worker1\] INFO:tensorflow:step \d+:')
+  _wait_for_checkpoint(run, train_dir, 1)
+  os.killpg(run.pids('worker1')[0], signal.SIGKILL)
+  failed = run.wait_for(r'^\[launch\] worker1 failed with exit status 137; '
+                        r'restarting it alone on (\S+) \(restart 1 of '
+                        r'--max_restarts 1\); the other tasks go on$')
+  # The chief goes on without it. Then it is held until worker1 is back,
+  # so that on a busy machine the run cannot end before worker1 rejoins.
+  run.wait_for(r'^\[worker0\] INFO:tensorflow:step \d+:', failed.end())
+  chief = run.pids('worker0')[0]
+  os.kill(chief, signal.SIGSTOP)
+  try:
+    rejoined = run.wait_for(r'^\[worker1\] INFO:tensorflow:step (\d+):',
+                            failed.end())
+  finally:
+    os.kill(chief, signal.SIGCONT)
+  assert run.wait() == 0, run.log()[-4000:]
+  log = run.log()
+  assert int(rejoined.group(1)) > 1  # It joined the global step, not 0.
+  # Only worker1 was started again, with its TF_CONFIG of the first start.
+  assert [len(run.pids(t)) for t in ('ps0', 'worker0', 'worker1')] == [
+      1, 1, 2]
+  configs = re.findall(r'^\[launch\] worker1: pid \d+, (.*)$', log, re.M)
+  assert configs[0] == configs[1] and failed.group(1) in configs[0]
+  assert 'starting every task again' not in log
+  # Each worker stops at its first step that sees the last step; the other
+  # worker's step in flight may take the global step past it.
+  assert ASYNC_LAST_STEP <= _checkpoint_step(train_dir) <= ASYNC_LAST_STEP + 4
