@@ -1,8 +1,11 @@
 """The launcher's --max_restarts with train_image_classifier.py on
 127.0.0.1: an all-reduce cluster restarted whole after a SIGKILL keeps the
-accuracy of an uninterrupted run; an asynchronous ps cluster restarts the
-killed worker alone."""
+accuracy of an uninterrupted run; an asynchronous ps cluster restarts a
+killed worker alone, then a killed chief, which takes the cluster back to
+its latest checkpoint."""
 
+import contextlib
+import json
 import os
 import random
 import re
@@ -62,6 +65,11 @@ class _Launch:
   def pids(self, task):
     return [int(pid) for pid in re.findall(
         r'^\[launch\] %s: pid (\d+),' % task, self.log(), re.M)]
+
+  def configs(self, task):
+    """The TF_CONFIG of each start of `task`."""
+    return [json.loads(config) for config in re.findall(
+        r'^\[launch\] %s: pid \d+, (.*)$' % task, self.log(), re.M)]
 
   def wait(self):
     try:
@@ -186,15 +194,33 @@ def test_all_reduce_restarted_after_a_sigkill_keeps_the_accuracy(
 
 
 ASYNC_LAST_STEP = 300
+ROLLBACK = (r'^\[launch\] the chief restores step (\d+), the latest checkpoint '
+            r'in %s, onto the ps tasks: at least (\d+) step\(s\) lost \(the '
+            r'workers had logged step (\d+)\)$')
+
+
+def _worker_steps(log, worker):
+  return [int(s) for s in re.findall(
+      r'^\[%s\] INFO:tensorflow:step (\d+):' % worker, log, re.M)]
+
+
+@contextlib.contextmanager
+def _held(pid):
+  """The process stopped (SIGSTOP) inside the block."""
+  os.kill(pid, signal.SIGSTOP)
+  try:
+    yield
+  finally:
+    os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.slow
-def test_async_ps_restarts_a_killed_worker_alone(launcher, digits_dir,
-                                                  tmp_path):
+def test_async_ps_restarts_a_killed_worker_then_the_chief_alone(
+    launcher, digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
   run = launcher('async', 'clusters.launch',
                  ['--num_ps', '1', '--num_workers', '2', '--max_restarts',
-                  '1'],
+                  '2'],
                  ['--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
                   '--model_name=lenet', '--clone_on_cpu', '--batch_size=8',
                   '--optimizer=sgd', '--learning_rate=0.01',
@@ -209,25 +235,49 @@ def test_async_ps_restarts_a_killed_worker_alone(launcher, digits_dir,
   os.killpg(run.pids('worker1')[0], signal.SIGKILL)
   failed = run.wait_for(r'^\[launch\] worker1 failed with exit status 137; '
                         r'restarting it alone on (\S+) \(restart 1 of '
-                        r'--max_restarts 1\); the other tasks go on$')
+                        r'--max_restarts 2\); the other tasks go on$')
   # The chief goes on without it. Then it is held until worker1 is back,
   # so that on a busy machine the run cannot end before worker1 rejoins.
   run.wait_for(r'^\[worker0\] INFO:tensorflow:step \d+:', failed.end())
-  chief = run.pids('worker0')[0]
-  os.kill(chief, signal.SIGSTOP)
-  try:
+  with _held(run.pids('worker0')[0]):
     rejoined = run.wait_for(r'^\[worker1\] INFO:tensorflow:step (\d+):',
                             failed.end())
-  finally:
-    os.kill(chief, signal.SIGCONT)
+  # It joined at the global step the chief had reached, not at 0.
+  assert int(rejoined.group(1)) >= max(
+      _worker_steps(run.log()[:rejoined.start()], 'worker0'))
+
+  # Then the chief. Worker1 is held from the launcher's line until the
+  # restarted chief has stepped: only the chief's steps then move the
+  # global step from the one it restored.
+  run.wait_for(r'^\[worker0\] INFO:tensorflow:step \d+:', rejoined.end())
+  os.killpg(run.pids('worker0')[0], signal.SIGKILL)
+  rollback = run.wait_for(ROLLBACK % re.escape(train_dir), rejoined.end())
+  with _held(run.pids('worker1')[1]):
+    restored = run.wait_for(
+        r'^\[worker0\] INFO:tensorflow:Restoring parameters from %s/'
+        r'model\.ckpt-(\d+)$' % re.escape(train_dir), rollback.end())
+    chief_step = run.wait_for(r'^\[worker0\] INFO:tensorflow:step (\d+):',
+                              restored.end())
   assert run.wait() == 0, run.log()[-4000:]
   log = run.log()
-  assert int(rejoined.group(1)) > 1  # It joined the global step, not 0.
-  # Only worker1 was started again, with its TF_CONFIG of the first start.
+  assert ('[launch] worker0 failed with exit status 137; restarting it alone '
+          'on %s (restart 2 of --max_restarts 2); the other tasks go on\n'
+          % run.configs('worker0')[0]['cluster']['worker'][0]) in log
+  resumed, lost, logged = (int(g) for g in rollback.groups())
+  assert int(restored.group(1)) == resumed
+  before = log[:rollback.start()]
+  assert logged == max(_worker_steps(before, w)[-1]
+                       for w in ('worker0', 'worker1'))
+  assert lost == logged - resumed
+  # The cluster went back to the restored step: the chief's second step
+  # from there (its first logged) is one or two past it.
+  assert resumed < int(chief_step.group(1)) <= resumed + 2
+  # Only the task that died was started again, with its first TF_CONFIG.
   assert [len(run.pids(t)) for t in ('ps0', 'worker0', 'worker1')] == [
-      1, 1, 2]
-  configs = re.findall(r'^\[launch\] worker1: pid \d+, (.*)$', log, re.M)
-  assert configs[0] == configs[1] and failed.group(1) in configs[0]
+      1, 2, 2]
+  for task in ('worker0', 'worker1'):
+    assert run.configs(task)[0] == run.configs(task)[1]
+  assert failed.group(1) == run.configs('worker1')[0]['cluster']['worker'][1]
   assert 'starting every task again' not in log
   # Each worker stops at its first step that sees the last step; the other
   # worker's step in flight may take the global step past it.
