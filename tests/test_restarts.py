@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -230,6 +231,15 @@ def _starts(log):
                                re.M)]
 
 
+def _launch_lines(log):
+  """The launcher's own lines (the tasks' are relayed in between)."""
+  return re.findall(r'^\[launch\] .*$', log, re.M)
+
+
+def _last_launch_line(log):
+  return _launch_lines(log)[-1]
+
+
 def _started(log, name):
   return [start for start in _starts(log) if start[0] == name]
 
@@ -258,11 +268,12 @@ def test_all_reduce_a_killed_worker_restarts_every_task_on_new_ports(
   cluster, status, log = _run(tmp_path, 'dies_once', 0, 1)
   assert status == 0, log
   train_dir = str(tmp_path / 'train')
-  assert ('[launch] worker1 failed with exit status 137; stopping every task'
-          ' to restart the cluster (restart 1 of --max_restarts 1)\n'
-          '[launch] starting every task again on new ports: resuming from '
-          'step 3, the latest checkpoint in %s; 4 step(s) lost (the workers '
-          'had logged step 7)\n' % train_dir) in log
+  assert _launch_lines(log)[2:4] == [
+      '[launch] worker1 failed with exit status 137; stopping every task to '
+      'restart the cluster (restart 1 of --max_restarts 1)',
+      '[launch] starting every task again on new ports: resuming from step 3,'
+      ' the latest checkpoint in %s; 4 step(s) lost (the workers had logged '
+      'step 7)' % train_dir]
   # Worker0 failed too, as an all-reduce does when a peer dies: that was
   # part of the restart, not a failure of its own (one restart was enough).
   assert '[worker0] worker 1 stopped: the all-reduce failed\n' in log
@@ -304,12 +315,13 @@ def test_async_ps_a_killed_worker_is_restarted_alone_on_its_address(
 def test_async_ps_a_restarted_chief_says_the_cluster_goes_back(tmp_path):
   cluster, status, log = _run(tmp_path, 'chief_dies_once', 1, 1)
   assert status == 0, log
-  assert ('[launch] worker0 failed with exit status 137; restarting it '
-          'alone on %s (restart 1 of --max_restarts 1); the other tasks go '
-          'on\n[launch] the chief restores step 3, the latest checkpoint in '
-          '%s, onto the ps tasks: at least 4 step(s) lost (the workers had '
-          'logged step 7)\n' % (cluster.worker_hosts[0],
-                                 tmp_path / 'train')) in log
+  assert _launch_lines(log)[3:5] == [
+      '[launch] worker0 failed with exit status 137; restarting it alone on '
+      '%s (restart 1 of --max_restarts 1); the other tasks go on'
+      % cluster.worker_hosts[0],
+      '[launch] the chief restores step 3, the latest checkpoint in %s, onto '
+      'the ps tasks: at least 4 step(s) lost (the workers had logged step 7)'
+      % (tmp_path / 'train')]
   assert [len(_started(log, name)) for name in ('ps0', 'worker0',
                                                 'worker1')] == [1, 2, 1]
 
@@ -334,21 +346,43 @@ def test_after_max_restarts_the_failing_task_is_named_with_its_status(
       '[launch] starting every task again on new ports: resuming from step '
       '0 (no checkpoint in %s yet); no step was logged since the last start'
       '\n' % (tmp_path / 'train')) == 2
-  assert log.endswith('[launch] worker1 failed with exit status 3 after 2 '
-                      'restart(s), all that --max_restarts 2 allows; '
-                      'stopping the cluster\n'), log
+  assert _last_launch_line(log) == (
+      '[launch] worker1 failed with exit status 3 after 2 restart(s), all '
+      'that --max_restarts 2 allows; stopping the cluster')
   assert len(_started(log, 'worker1')) == 3
   assert {name: process.returncode
           for name, process in cluster.processes.items()} == {
               'worker0': -signal.SIGTERM, 'worker1': 3}
 
 
+def test_the_timeout_counts_the_restarts(tmp_path):
+  marks = tmp_path / 'marks'
+  marks.mkdir()
+  output = _Lines()
+  cluster = launch.LocalCluster(
+      [TASK, 'always_fails', str(marks), '--train_dir=%s' % tmp_path], 0, 2,
+      output=output, grace_secs=5, max_restarts=1000)
+  try:
+    cluster.start()
+    started = time.monotonic()
+    status = cluster.wait(timeout=3)
+    waited = time.monotonic() - started
+  finally:
+    cluster.stop()
+  log = output.getvalue()
+  assert status == 124, log
+  assert 3 <= waited < 3 + 10
+  assert len(_started(log, 'worker1')) >= 2
+  assert _last_launch_line(log) == (
+      '[launch] timeout after 3 s; stopping the cluster')
+
+
 def test_bad_input_stops_the_cluster_without_a_restart(tmp_path):
   _, status, log = _run(tmp_path, 'bad_input', 1, 3)
   assert status == 2, log
-  assert log.endswith('[launch] worker1 failed with exit status 2 (bad '
-                      'input, which a restart would meet again); stopping '
-                      'the cluster\n'), log
+  assert _last_launch_line(log) == (
+      '[launch] worker1 failed with exit status 2 (bad input, which a '
+      'restart would meet again); stopping the cluster')
   assert len(_started(log, 'worker1')) == 1
 
 
@@ -373,8 +407,8 @@ def test_both_entries_restart_only_with_max_restarts(tmp_path, module,
   log = result.stdout
   assert result.returncode == status, log
   if status:  # Today's behaviour: the failed task's status, others stopped.
-    assert log.endswith('[launch] worker1 failed with exit status 137; '
-                        'stopping the cluster\n'), log
+    assert _last_launch_line(log) == (
+        '[launch] worker1 failed with exit status 137; stopping the cluster')
     assert len(_starts(log)) == 2
   else:
     assert 'stopping every task to restart the cluster' in log
