@@ -20,6 +20,7 @@ from tests.script_runner import REPO
 from tests.script_runner import digits_accuracy
 from tests.script_runner import process_alive
 from tests.script_runner import script_env
+from tests import test_cluster_e2e
 from tests.test_cluster_e2e import _checkpoint_step
 
 # It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
@@ -31,12 +32,11 @@ TIMEOUT = 300
 STEP = r'^\[worker\d\] INFO:tensorflow:step (\d+): loss'
 
 
-class _Launch:
-  """`python -m MODULE OPTIONS -- train_image_classifier.py ARGS` in its own
-  process group, its output in a file; one intra-op and one inter-op
-  thread per task."""
+class _Launch(test_cluster_e2e._Launch):
+  """test_cluster_e2e's launcher run, of `python -m MODULE OPTIONS --
+  train_image_classifier.py ARGS`, with waits for its lines."""
 
-  def __init__(self, log_path, module, options, args):
+  def __init__(self, log_path, module, options, args):  # pylint: disable=super-init-not-called
     self.log_path = log_path
     command = [sys.executable, '-m', module, '--timeout', str(TIMEOUT),
                '--intra_op_threads', '1', '--inter_op_threads', '1',
@@ -46,10 +46,6 @@ class _Launch:
       self.process = subprocess.Popen(
           command, cwd=REPO, env=script_env(), stdout=log,
           stderr=subprocess.STDOUT, start_new_session=True)
-
-  def log(self):
-    with open(self.log_path) as log:
-      return log.read()
 
   def wait_for(self, pattern, start=0, timeout=120):
     """The first match of `pattern` in the log from offset `start`."""
@@ -71,31 +67,11 @@ class _Launch:
     return [json.loads(config) for config in re.findall(
         r'^\[launch\] %s: pid \d+, (.*)$' % task, self.log(), re.M)]
 
-  def wait(self):
-    try:
-      return self.process.wait(timeout=TIMEOUT + 30)
-    except subprocess.TimeoutExpired:
-      pytest.fail('launcher still running after %d s:\n%s' % (
-          TIMEOUT + 30, self.log()[-3000:]))
-
   def kill(self):
-    """SIGKILLs the launcher and any task that outlived it."""
-    pids = [int(p) for p in re.findall(r'^\[launch\] \w+: pid (\d+)',
-                                       self.log(), re.M)]
-    for pid in pids:  # A task stopped by the test cannot die stopped.
+    for pid in self.pids(r'\w+'):  # A task the test stopped cannot die.
       if process_alive(pid):
         os.kill(pid, signal.SIGCONT)
-    try:
-      os.killpg(self.process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-      pass
-    self.process.wait(timeout=30)
-    deadline = time.monotonic() + 10  # They die with the launcher (Linux).
-    while any(process_alive(p) for p in pids) and time.monotonic() < deadline:
-      time.sleep(0.2)
-    for pid in pids:
-      if process_alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    super().kill()
 
 
 @pytest.fixture
@@ -217,24 +193,23 @@ def _held(pid):
     os.kill(pid, signal.SIGCONT)
 
 
-@pytest.mark.slow
-def test_async_ps_restarts_a_killed_worker_then_the_chief_alone(
-    launcher, digits_dir, tmp_path):
-  train_dir = str(tmp_path / 'train')
-  run = launcher('async', 'clusters.launch',
-                 ['--num_ps', '1', '--num_workers', '2', '--max_restarts',
-                  '2'],
-                 ['--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
-                  '--model_name=lenet', '--clone_on_cpu', '--batch_size=8',
-                  '--optimizer=sgd', '--learning_rate=0.01',
-                  '--max_number_of_steps=%d' % ASYNC_LAST_STEP,
-                  '--log_every_n_steps=1', '--save_interval_secs=1',
-                  '--save_summaries_secs=600', '--non_chief_wait_secs=1',
-                  '--num_readers=1', '--num_preprocessing_threads=1',
-                  '--train_dir=%s' % train_dir])
-  # 'step N:', not the start-up's 'steps per epoch' line.
-  run.wait_for(r'^\[worker1\] INFO:tensorflow:step \d+:')
-  _wait_for_checkpoint(run, train_dir, 1)
+def _async_run(launcher, digits_dir, train_dir):
+  return launcher('async', 'clusters.launch',
+                  ['--num_ps', '1', '--num_workers', '2', '--max_restarts',
+                   '2'],
+                  ['--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
+                   '--model_name=lenet', '--clone_on_cpu', '--batch_size=8',
+                   '--optimizer=sgd', '--learning_rate=0.01',
+                   '--max_number_of_steps=%d' % ASYNC_LAST_STEP,
+                   '--log_every_n_steps=1', '--save_interval_secs=1',
+                   '--save_summaries_secs=600', '--non_chief_wait_secs=1',
+                   '--num_readers=1', '--num_preprocessing_threads=1',
+                   '--train_dir=%s' % train_dir])
+
+
+def _kill_worker1_until_it_rejoins(run):
+  """SIGKILLs worker1; returns the launcher's line and worker1's first step
+  line after it."""
   os.killpg(run.pids('worker1')[0], signal.SIGKILL)
   failed = run.wait_for(r'^\[launch\] worker1 failed with exit status 137; '
                         r'restarting it alone on (\S+) \(restart 1 of '
@@ -245,22 +220,43 @@ def test_async_ps_restarts_a_killed_worker_then_the_chief_alone(
   with _held(run.pids('worker0')[0]):
     rejoined = run.wait_for(r'^\[worker1\] INFO:tensorflow:step (\d+):',
                             failed.end())
-  # It joined at the global step the chief had reached, not at 0.
-  assert int(rejoined.group(1)) >= max(
-      _worker_steps(run.log()[:rejoined.start()], 'worker0'))
+  return failed, rejoined
 
-  # Then the chief. Worker1 is held from the launcher's line until the
-  # restarted chief has stepped: only the chief's steps then move the
-  # global step from the one it restored.
-  run.wait_for(r'^\[worker0\] INFO:tensorflow:step \d+:', rejoined.end())
+
+def _kill_the_chief_until_it_steps(run, train_dir, start):
+  """SIGKILLs the chief; returns the launcher's ROLLBACK line, the
+  restarted chief's restore line and its first step line.
+
+  Worker1 is held from the launcher's line until the restarted chief has
+  stepped: only the chief's steps then move the global step from the one
+  it restored.
+  """
+  run.wait_for(r'^\[worker0\] INFO:tensorflow:step \d+:', start)
   os.killpg(run.pids('worker0')[0], signal.SIGKILL)
-  rollback = run.wait_for(ROLLBACK % re.escape(train_dir), rejoined.end())
+  rollback = run.wait_for(ROLLBACK % re.escape(train_dir), start)
   with _held(run.pids('worker1')[1]):
     restored = run.wait_for(
         r'^\[worker0\] INFO:tensorflow:Restoring parameters from %s/'
         r'model\.ckpt-(\d+)$' % re.escape(train_dir), rollback.end())
     chief_step = run.wait_for(r'^\[worker0\] INFO:tensorflow:step (\d+):',
                               restored.end())
+  return rollback, restored, chief_step
+
+
+@pytest.mark.slow
+def test_async_ps_restarts_a_killed_worker_then_the_chief_alone(
+    launcher, digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  run = _async_run(launcher, digits_dir, train_dir)
+  # 'step N:', not the start-up's 'steps per epoch' line.
+  run.wait_for(r'^\[worker1\] INFO:tensorflow:step \d+:')
+  _wait_for_checkpoint(run, train_dir, 1)
+  failed, rejoined = _kill_worker1_until_it_rejoins(run)
+  # It joined at the global step the chief had reached, not at 0.
+  assert int(rejoined.group(1)) >= max(
+      _worker_steps(run.log()[:rejoined.start()], 'worker0'))
+  rollback, restored, chief_step = _kill_the_chief_until_it_steps(
+      run, train_dir, rejoined.end())
   assert run.wait() == 0, run.log()[-4000:]
   log = run.log()
   assert ('[launch] worker0 failed with exit status 137; restarting it alone '
