@@ -184,10 +184,11 @@ class LocalCluster:
       process.wait()
       self._exits.put((name, process))
 
-    self._threads[name] = [threading.Thread(target=target, daemon=True)
-                           for target in (relay, wait_for_exit)]
-    for thread in self._threads[name]:
+    threads = self._threads[name] = []
+    for target in (relay, wait_for_exit):
+      thread = threading.Thread(target=target, daemon=True)
       thread.start()
+      threads.append(thread)  # Once started: a Ctrl-C may come in between.
 
   def wait(self, timeout=None, poll_secs=0.2):
     """Watches the tasks until the workers finish; returns the launcher's
@@ -232,16 +233,17 @@ class LocalCluster:
             '; stopping the ps tasks' if self.ps_hosts else ''))
         return 0
       return None
-    status = status or 1  # A ps task never finishes on its own.
-    decision = self._policy.decide(name, status)
+    # A ps task never finishes on its own: even its exit 0 is a failure.
+    decision = self._policy.decide(name, status or 1)
     self.write(restarts.failure_line(name, status, decision,
                                      self.address(name)))
     if decision.action == restarts.GIVE_UP:
-      return status
+      return status or 1
     if decision.action == restarts.RESTART_CLUSTER:
       self._restart_every_task()
       return None
     if decision.flag == '--max_restarts' and restarts.rolls_back(name):
+      self._join([name])  # Its last step lines are counted.
       self.write(restarts.rollback_line(self._script.train_dir,
                                         self._resumed_step(),
                                         self._steps.highest))
@@ -261,11 +263,11 @@ class LocalCluster:
   def _restart_every_task(self):
     """Stops every task, workers first so that the chief can still save
     its variables from the ps tasks, then starts them all on new ports."""
-    logged = self._steps.highest
     self._stop(self.worker_names)
     self._stop(self.ps_names)
     self.write(restarts.every_task_line(self._script.train_dir,
-                                        self._resumed_step(), logged))
+                                        self._resumed_step(),
+                                        self._steps.highest))
     self._pick_ports(len(self.ps_hosts), len(self.worker_hosts))
     self.start()
 
@@ -285,6 +287,11 @@ class LocalCluster:
       except subprocess.TimeoutExpired:
         _signal_group(process, signal.SIGKILL)
         process.wait()
+    self._join(names)
+
+  def _join(self, names):
+    """Waits until the output of the tasks, which have exited, is relayed
+    (at most 5 s each: a child they left may hold their pipe)."""
     for name in names:
       for thread in self._threads.get(name, ()):
         thread.join(timeout=5)

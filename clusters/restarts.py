@@ -161,8 +161,15 @@ def failure_line(task_name, status, decision, address):
   """The launcher's line on a failed task and what follows.
 
   Without --max_restarts, and for --ps_restarts, the lines of the
-  launcher before --max_restarts existed, word for word.
+  launcher before --max_restarts existed, word for word: the exit status
+  a --ps_restarts line shows is the task's own, 0 included; elsewhere a ps
+  task's exit 0 shows as the launcher's status for it, 1.
   """
+  if decision.flag == '--ps_restarts':
+    return ('[launch] %s exited with status %d; restarting it on %s (%d more '
+            'restart(s) allowed)\n' % (task_name, status, address,
+                                       decision.allowed - decision.number))
+  status = status or 1
   if decision.action == GIVE_UP:
     if not decision.allowed:
       why = ''
@@ -173,10 +180,6 @@ def failure_line(task_name, status, decision, address):
           decision.number, decision.allowed)
     return ('[launch] %s failed with exit status %d%s; stopping the '
             'cluster\n' % (task_name, status, why))
-  if decision.flag == '--ps_restarts':
-    return ('[launch] %s exited with status %d; restarting it on %s (%d more '
-            'restart(s) allowed)\n' % (task_name, status, address,
-                                       decision.allowed - decision.number))
   count = 'restart %d of --max_restarts %d' % (decision.number,
                                                decision.allowed)
   if decision.action == RESTART_TASK:

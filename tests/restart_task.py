@@ -74,6 +74,9 @@ def _train_then_lose_worker1(config, marks, train_dir):
     peer.recv(1)  # Nothing is ever sent: returns, or raises, when it dies.
   except OSError:
     pass
+  # The training script takes seconds to name the peer that stopped; this
+  # second keeps worker1's death the first exit the launcher sees.
+  time.sleep(1)
   sys.exit('worker 1 stopped: the all-reduce failed')
 
 

@@ -148,11 +148,24 @@ def test_the_line_of_bad_input_says_why_it_is_not_restarted():
       ' would meet again); stopping the cluster\n')
 
 
-def test_the_ps_restarts_line_is_the_one_it_always_was():
+@pytest.mark.parametrize('status', [7, 0])
+def test_the_ps_restarts_line_is_the_one_it_always_was(status):
   decision = restarts.Decision(restarts.RESTART_TASK, '--ps_restarts', 1, 3)
-  assert restarts.failure_line('ps0', 7, decision, '127.0.0.1:9') == (
-      '[launch] ps0 exited with status 7; restarting it on 127.0.0.1:9 (2 '
-      'more restart(s) allowed)\n')
+  assert restarts.failure_line('ps0', status, decision, '127.0.0.1:9') == (
+      '[launch] ps0 exited with status %d; restarting it on 127.0.0.1:9 (2 '
+      'more restart(s) allowed)\n' % status)
+
+
+@pytest.mark.parametrize('decision,end', [
+    (restarts.Decision(restarts.GIVE_UP, '--max_restarts', 0, 0),
+     'failed with exit status 1; stopping the cluster'),
+    (restarts.Decision(restarts.RESTART_TASK, '--max_restarts', 1, 1),
+     'failed with exit status 1; restarting it alone on 127.0.0.1:9 '
+     '(restart 1 of --max_restarts 1); the other tasks go on'),
+])
+def test_a_ps_task_that_exits_0_has_failed_with_status_1(decision, end):
+  assert restarts.failure_line('ps0', 0, decision, '127.0.0.1:9') == (
+      '[launch] ps0 %s\n' % end)
 
 
 _LOST = [
