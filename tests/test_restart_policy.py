@@ -106,49 +106,43 @@ def test_a_negative_budget_is_refused(flag, message):
   assert str(error.value) == message
 
 
-@pytest.mark.parametrize('decision,line', [
-    (restarts.Decision(restarts.GIVE_UP, '--max_restarts', 0, 0),
-     '[launch] worker1 failed with exit status 137; stopping the cluster\n'),
-    (restarts.Decision(restarts.GIVE_UP, '--max_restarts', 2, 2),
-     '[launch] worker1 failed with exit status 137 after 2 restart(s), all '
-     'that --max_restarts 2 allows; stopping the cluster\n'),
-    (restarts.Decision(restarts.RESTART_CLUSTER, '--max_restarts', 1, 2),
-     '[launch] worker1 failed with exit status 137; stopping every task to '
-     'restart the cluster (restart 1 of --max_restarts 2)\n'),
-    (restarts.Decision(restarts.RESTART_TASK, '--max_restarts', 2, 3),
-     '[launch] worker1 failed with exit status 137; restarting it alone on '
-     '127.0.0.1:5 (restart 2 of --max_restarts 3); the other tasks go on\n'),
-])
-def test_the_line_of_a_failed_task(decision, line):
-  assert restarts.failure_line('worker1', 137, decision,
-                               '127.0.0.1:5') == line
+def _decision(action, flag, number, allowed):
+  return restarts.Decision(action, flag, number, allowed)
 
 
-def test_the_line_of_bad_input_says_why_it_is_not_restarted():
-  decision = restarts.Decision(restarts.GIVE_UP, '--max_restarts', 0, 3)
-  assert restarts.failure_line('worker0', 2, decision, 'x') == (
-      '[launch] worker0 failed with exit status 2 (bad input, which a restart'
-      ' would meet again); stopping the cluster\n')
-
-
-@pytest.mark.parametrize('status', [7, 0])
-def test_the_ps_restarts_line_is_the_one_it_always_was(status):
-  decision = restarts.Decision(restarts.RESTART_TASK, '--ps_restarts', 1, 3)
-  assert restarts.failure_line('ps0', status, decision, '127.0.0.1:9') == (
-      '[launch] ps0 exited with status %d; restarting it on 127.0.0.1:9 (2 '
-      'more restart(s) allowed)\n' % status)
-
-
-@pytest.mark.parametrize('decision,end', [
-    (restarts.Decision(restarts.GIVE_UP, '--max_restarts', 0, 0),
-     'failed with exit status 1; stopping the cluster'),
-    (restarts.Decision(restarts.RESTART_TASK, '--max_restarts', 1, 1),
-     'failed with exit status 1; restarting it alone on 127.0.0.1:9 '
+@pytest.mark.parametrize('task,status,decision,line', [
+    ('worker1', 137, _decision(restarts.GIVE_UP, '--max_restarts', 0, 0),
+     'worker1 failed with exit status 137; stopping the cluster'),
+    ('worker1', 137, _decision(restarts.GIVE_UP, '--max_restarts', 2, 2),
+     'worker1 failed with exit status 137 after 2 restart(s), all that '
+     '--max_restarts 2 allows; stopping the cluster'),
+    ('worker0', 2, _decision(restarts.GIVE_UP, '--max_restarts', 0, 3),
+     'worker0 failed with exit status 2 (bad input, which a restart would '
+     'meet again); stopping the cluster'),
+    ('worker1', 137, _decision(restarts.RESTART_CLUSTER, '--max_restarts', 1,
+                               2),
+     'worker1 failed with exit status 137; stopping every task to restart '
+     'the cluster (restart 1 of --max_restarts 2)'),
+    ('worker1', 137, _decision(restarts.RESTART_TASK, '--max_restarts', 2, 3),
+     'worker1 failed with exit status 137; restarting it alone on '
+     '127.0.0.1:5 (restart 2 of --max_restarts 3); the other tasks go on'),
+    # The line of --ps_restarts is the one it always was, its status too.
+    ('ps0', 7, _decision(restarts.RESTART_TASK, '--ps_restarts', 1, 3),
+     'ps0 exited with status 7; restarting it on 127.0.0.1:5 (2 more '
+     'restart(s) allowed)'),
+    ('ps0', 0, _decision(restarts.RESTART_TASK, '--ps_restarts', 1, 3),
+     'ps0 exited with status 0; restarting it on 127.0.0.1:5 (2 more '
+     'restart(s) allowed)'),
+    # Elsewhere a ps task that exits 0 has failed with status 1.
+    ('ps0', 0, _decision(restarts.GIVE_UP, '--max_restarts', 0, 0),
+     'ps0 failed with exit status 1; stopping the cluster'),
+    ('ps0', 0, _decision(restarts.RESTART_TASK, '--max_restarts', 1, 1),
+     'ps0 failed with exit status 1; restarting it alone on 127.0.0.1:5 '
      '(restart 1 of --max_restarts 1); the other tasks go on'),
 ])
-def test_a_ps_task_that_exits_0_has_failed_with_status_1(decision, end):
-  assert restarts.failure_line('ps0', 0, decision, '127.0.0.1:9') == (
-      '[launch] ps0 %s\n' % end)
+def test_the_line_of_a_failed_task(task, status, decision, line):
+  assert restarts.failure_line(task, status, decision, '127.0.0.1:5') == (
+      '[launch] %s\n' % line)
 
 
 _LOST = [
