@@ -5,7 +5,9 @@
   * `addresses`: a task's 'host:port', checked, split and probed over TCP.
   * `peers`: whether the other tasks answer: waited for, visibly, at the
     start; the gone ones named after a failure.
-  * `launch`: `python -m clusters.launch` runs a cluster on this machine.
+  * `launch`: `python -m clusters.launch` runs a cluster on this machine:
+    its command line; `local_cluster`, the tasks' processes; `restarts`,
+    what a failed task leads to; `machine`, what the machine can hold.
   * `slurm`: the task of a srun job step, through TensorFlow's
     SlurmClusterResolver; a ps task that ends with the workers.
   * `replica_session`: a replica's training session, the cluster check

@@ -15,6 +15,8 @@ import time
 import pytest
 
 from clusters import launch
+from clusters import local_cluster as local_cluster_module
+from clusters import machine
 from tests.line_reader import LineReader
 from tests.script_runner import REPO
 from tests.script_runner import process_alive
@@ -216,18 +218,18 @@ class _FileLimit:
     self.limits = (soft, hard)
 
   def getrlimit(self, which):
-    assert which == launch.resource.RLIMIT_NOFILE
+    assert which == machine.resource.RLIMIT_NOFILE
     return self.limits
 
   def setrlimit(self, which, limits):
-    assert which == launch.resource.RLIMIT_NOFILE
+    assert which == machine.resource.RLIMIT_NOFILE
     self.limits = limits
 
 
 def test_the_open_file_limit_is_raised_for_many_tasks(monkeypatch):
   limit = _FileLimit(1024, 4096)
-  monkeypatch.setattr(launch.resource, 'getrlimit', limit.getrlimit)
-  monkeypatch.setattr(launch.resource, 'setrlimit', limit.setrlimit)
+  monkeypatch.setattr(machine.resource, 'getrlimit', limit.getrlimit)
+  monkeypatch.setattr(machine.resource, 'setrlimit', limit.setrlimit)
   assert launch.make_room_for_files(10) is None
   assert launch.make_room_for_files(2000) == (
       '[launch] raised the open-file limit from 1024 to 2064: one pipe per '
@@ -237,7 +239,7 @@ def test_the_open_file_limit_is_raised_for_many_tasks(monkeypatch):
 
 def test_more_tasks_than_the_hard_file_limit_allows_are_refused(monkeypatch):
   limit = _FileLimit(1024, 4096)
-  monkeypatch.setattr(launch.resource, 'getrlimit', limit.getrlimit)
+  monkeypatch.setattr(machine.resource, 'getrlimit', limit.getrlimit)
   with pytest.raises(ValueError, match=re.escape(
       '5000 tasks need about 5064 open files in the launcher (one pipe each),'
       ' and the limit is 4096 (ulimit -Hn); start fewer tasks, or raise the '
@@ -393,7 +395,7 @@ def test_timeout_stops_everything_with_124(local_cluster, fake_task,
   for i in range(2):
     _wait_for_text(output, '[worker%d] worker %d of' % (i, i))
   clock = FakeClock()
-  monkeypatch.setattr(launch, 'time', clock)
+  monkeypatch.setattr(local_cluster_module, 'time', clock)
   assert cluster.wait(timeout=2, poll_secs=0.25) == 124
   # Polls until the clock is past the deadline: 9 x 0.25 s = 2.25 s > 2 s.
   assert clock.sleeps == [0.25] * 9

@@ -1,0 +1,311 @@
+"""The processes of one cluster on this machine: started, relayed, watched,
+restarted and stopped.
+
+Every task is `sys.executable SCRIPT ARGS...` with the same arguments; each
+learns its job and index from its own TF_CONFIG (see clusters/cluster.py),
+with ports picked free on 127.0.0.1. Output lines are prefixed with the task
+('[ps0] ...', '[worker1] ...'). What a failed task leads to is
+clusters/restarts.py's decision; this module carries it out.
+"""
+
+import ctypes
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from clusters import machine
+from clusters import restarts
+
+_PR_SET_PDEATHSIG = 1
+try:
+  _LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:
+  _LIBC = None
+
+
+def tf_config(ps_hosts, worker_hosts, job_name, task_index):
+  """The TF_CONFIG value of one task."""
+  return json.dumps({
+      'cluster': {'ps': list(ps_hosts), 'worker': list(worker_hosts)},
+      'task': {'type': job_name, 'index': task_index}})
+
+
+def exit_status(returncode):
+  """A shell-style exit status: 128 + N for a process killed by signal N."""
+  return 128 - returncode if returncode < 0 else returncode
+
+
+def _die_with_parent():
+  """Runs in the child before exec: SIGKILL it when the launcher dies.
+
+  libc is loaded beforehand, in the parent: the child only makes the call.
+  """
+  prctl = getattr(_LIBC, 'prctl', None)
+  if prctl is not None:  # Linux. Elsewhere stop() still ends the tasks.
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _signal_group(process, signum):
+  try:
+    os.killpg(process.pid, signum)
+  except ProcessLookupError:
+    pass
+
+
+def _task(name):
+  """('worker', 1) of 'worker1'."""
+  job = name.rstrip('0123456789')
+  return job, int(name[len(job):])
+
+
+class LocalCluster:
+  """The processes of one cluster on this machine.
+
+  Args:
+    command: the program and its arguments, e.g. ['train.py', '--flag=1'];
+      run as `sys.executable *command`.
+    num_ps: number of ps tasks (>= 0); 0: the workers all-reduce.
+    num_workers: number of workers (>= 1; >= 2 without ps tasks).
+    env: extra environment variables for every task.
+    output: where prefixed lines go (sys.stdout by default).
+    cwd: working directory of the tasks.
+    grace_secs: seconds between SIGTERM and SIGKILL when stopping a task.
+    ps_restarts: how many times in all a ps task that dies is started
+      again, alone, before --max_restarts is drawn on.
+    max_restarts: how many times in all a failed task leads to a restart
+      (of every task, or of it alone in asynchronous ps training; see
+      clusters/restarts.py) before its failure stops the cluster.
+    task_memory_mib: the memory one task takes: the cluster is refused
+      when its tasks would not fit in what the machine has available
+      (0 skips the check).
+
+  Raises:
+    ValueError: for a cluster of no valid size, a negative budget, or a
+      cluster this machine cannot hold (memory, open files), before any
+      task starts.
+  """
+
+  def __init__(self, command, num_ps, num_workers, env=None, output=None,
+               cwd=None, grace_secs=10, ps_restarts=0, max_restarts=0,
+               task_memory_mib=machine.TASK_MEMORY_MIB):
+    _check_size(num_ps, num_workers, task_memory_mib)
+    self._script = restarts.read_script_args(command)
+    self._policy = restarts.RestartPolicy(
+        restarts.training_mode(num_ps, self._script), max_restarts,
+        ps_restarts)
+    machine.check_memory(num_ps, num_workers, task_memory_mib,
+                         machine.mem_available_mib())
+    raised = machine.make_room_for_files(num_ps + num_workers)
+    self._command = [sys.executable] + list(command)
+    self._env = dict(env or {})
+    self._output = output or sys.stdout
+    self._cwd = cwd
+    self._grace_secs = grace_secs
+    self.ps_hosts, self.worker_hosts = [], []
+    self._pick_ports(num_ps, num_workers)
+    self.processes = {}  # Task name ('ps0', 'worker1') -> its latest Popen.
+    self._threads = {}  # Task name -> the threads relaying and awaiting it.
+    self._exits = queue.Queue()  # (name, Popen), in the order they exit.
+    self._steps = restarts.StepLog()
+    self._start_number = 0
+    self._write_lock = threading.Lock()
+    if raised:
+      self.write(raised)
+
+  @property
+  def ps_names(self):
+    return ['ps%d' % i for i in range(len(self.ps_hosts))]
+
+  @property
+  def worker_names(self):
+    return ['worker%d' % i for i in range(len(self.worker_hosts))]
+
+  def address(self, name):
+    job, index = _task(name)
+    return (self.ps_hosts if job == 'ps' else self.worker_hosts)[index]
+
+  def write(self, line):
+    with self._write_lock:
+      self._output.write(line)
+      self._output.flush()
+
+  def _pick_ports(self, num_ps, num_workers):
+    addresses = ['%s:%d' % (machine.HOST, port)
+                 for port in machine.free_ports(num_ps + num_workers)]
+    self.ps_hosts = addresses[:num_ps]
+    self.worker_hosts = addresses[num_ps:]
+
+  def start(self):
+    """Starts the ps tasks, then the workers, then relays their output.
+
+    The threads start last so that no thread of ours runs while a task is
+    forked (see preexec_fn in the subprocess documentation); a task
+    restarted later is forked while they run, which is safe as long as the
+    child only calls prctl before exec, as _die_with_parent does.
+    """
+    self._start_number = self._steps.new_start()
+    for name in self.ps_names + self.worker_names:
+      self._fork(name)
+    for name in self.ps_names + self.worker_names:
+      self._watch(name)
+
+  def _fork(self, name):
+    job, index = _task(name)
+    env = dict(os.environ)
+    env.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+    env['PYTHONUNBUFFERED'] = '1'
+    env.update(self._env)
+    env['TF_CONFIG'] = tf_config(self.ps_hosts, self.worker_hosts, job, index)
+    process = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+        self._command, cwd=self._cwd, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        errors='replace', start_new_session=True,
+        preexec_fn=_die_with_parent)
+    self.processes[name] = process
+    self.write('[launch] %s: pid %d, %s\n' % (
+        name, process.pid, env['TF_CONFIG']))
+
+  def _watch(self, name):
+    """Relays the task's output, and reports its exit to wait()."""
+    process, start = self.processes[name], self._start_number
+
+    def relay():
+      for line in process.stdout:
+        self.write('[%s] %s' % (name, line))
+        self._steps.observe(start, name, line)
+      process.stdout.close()
+
+    def wait_for_exit():
+      process.wait()
+      self._exits.put((name, process))
+
+    threads = self._threads[name] = []
+    for target in (relay, wait_for_exit):
+      thread = threading.Thread(target=target, daemon=True)
+      thread.start()
+      threads.append(thread)  # Once started: a Ctrl-C may come in between.
+
+  def wait(self, timeout=None, poll_secs=0.2):
+    """Watches the tasks until the workers finish; returns the launcher's
+    exit status. A failed task is restarted while the RestartPolicy allows.
+
+    Stops every task before returning, whatever the outcome.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+      while True:
+        exited = self._next_exit()
+        while exited is not None:
+          status = self._on_exit(*exited)
+          if status is not None:
+            return status
+          exited = self._next_exit()
+        if deadline is not None and time.monotonic() > deadline:
+          self.write('[launch] timeout after %.0f s; stopping the cluster\n'
+                     % timeout)
+          return 124
+        time.sleep(poll_secs)
+    finally:
+      self.stop()
+
+  def _next_exit(self):
+    """(name, exit status) of the next task that exited, of those running
+    now (a task stopped for a restart is not); None when no other has."""
+    while True:
+      try:
+        name, process = self._exits.get_nowait()
+      except queue.Empty:
+        return None
+      if self.processes.get(name) is process:
+        return name, exit_status(process.returncode)
+
+  def _on_exit(self, name, status):
+    """Acts on a task's exit; returns the launcher's status when it ends
+    the watch, None when the watch goes on."""
+    if name in self.worker_names and status == 0:
+      if all(self.processes[n].returncode == 0 for n in self.worker_names):
+        self.write('[launch] all workers finished%s\n' % (
+            '; stopping the ps tasks' if self.ps_hosts else ''))
+        return 0
+      return None
+    # A ps task never finishes on its own: even its exit 0 is a failure.
+    decision = self._policy.decide(name, status or 1)
+    self.write(restarts.failure_line(name, status, decision,
+                                     self.address(name)))
+    if decision.action == restarts.GIVE_UP:
+      return status or 1
+    if decision.action == restarts.RESTART_CLUSTER:
+      self._restart_every_task()
+      return None
+    if decision.flag == '--max_restarts' and restarts.rolls_back(name):
+      self._join([name])  # Its last step lines are counted.
+      self.write(restarts.rollback_line(self._script.train_dir,
+                                        self._resumed_step(),
+                                        self._steps.highest))
+    self._fork(name)
+    self._watch(name)
+    return None
+
+  def _resumed_step(self):
+    """The step of the latest checkpoint in the script's --train_dir
+    (relative to the tasks' working directory); None when there is none or
+    no --train_dir."""
+    if self._script.train_dir is None:
+      return None
+    return restarts.latest_checkpoint_step(
+        os.path.join(self._cwd or os.getcwd(), self._script.train_dir))
+
+  def _restart_every_task(self):
+    """Stops every task, workers first so that the chief can still save
+    its variables from the ps tasks, then starts them all on new ports."""
+    self._stop(self.worker_names)
+    self._stop(self.ps_names)
+    self.write(restarts.every_task_line(self._script.train_dir,
+                                        self._resumed_step(),
+                                        self._steps.highest))
+    self._pick_ports(len(self.ps_hosts), len(self.worker_hosts))
+    self.start()
+
+  def stop(self):
+    """SIGTERM to every task still running, SIGKILL after the grace time."""
+    self._stop(list(self.processes))
+
+  def _stop(self, names):
+    running = [self.processes[n] for n in names
+               if n in self.processes and self.processes[n].poll() is None]
+    for process in running:
+      _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + self._grace_secs
+    for process in running:
+      try:
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+      except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+    self._join(names)
+
+  def _join(self, names):
+    """Waits until the output of the tasks, which have exited, is relayed
+    (at most 5 s each: a child they left may hold their pipe)."""
+    for name in names:
+      for thread in self._threads.get(name, ()):
+        thread.join(timeout=5)
+
+
+def _check_size(num_ps, num_workers, task_memory_mib):
+  if num_workers < 1:
+    raise ValueError('num_workers must be >= 1, got %d' % num_workers)
+  if num_ps < 0:
+    raise ValueError('num_ps must be >= 0, got %d' % num_ps)
+  if num_workers == 1 and num_ps == 0:
+    raise ValueError('--num_ps 0 --num_workers 1 is no cluster: without '
+                     'ps tasks the workers all-reduce, which takes at '
+                     'least 2; run the script directly to train alone')
+  if task_memory_mib < 0:
+    raise ValueError('task_memory_mib must be >= 0, got %d'
+                     % task_memory_mib)

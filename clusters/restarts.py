@@ -1,0 +1,275 @@
+"""When a task of a local cluster fails: restart it alone, restart every
+task, or give up; and the lines that say which.
+
+Decisions and lines only, no processes (clusters/local_cluster.py runs
+those), so that the policy is tested without a cluster. What a restart
+covers follows from how the cluster trains:
+
+  * all-reduce (no ps tasks): every step needs every worker, and the
+    others stop when one dies (as with MultiWorkerMirroredStrategy), so
+    every task is restarted; they resume from the latest checkpoint.
+  * synchronous ps training (--sync_replicas): a global step waits for
+    the gradients of --replicas_to_aggregate workers, so every task is
+    restarted too.
+  * asynchronous ps training: each worker steps on its own, so a task that
+    dies, worker or ps, is restarted alone, on its address, and the others
+    go on.
+
+Two budgets: --max_restarts counts the restarts of any task, whatever they
+cover; --ps_restarts (the older flag) restarts ps tasks only, alone, in
+any mode, and a dead ps task draws on it first. --max_restarts never
+restarts a task that exited 2: that is the scripts' status for bad input
+(a flag, a file, a port taken), which a restart would meet again.
+"""
+
+import collections
+import os
+import re
+import threading
+
+ALL_REDUCE = 'all-reduce'
+SYNC_PS = 'synchronous ps'
+ASYNC_PS = 'asynchronous ps'
+
+RESTART_TASK = 'restart the task'
+RESTART_CLUSTER = 'restart every task'
+GIVE_UP = 'give up'
+
+BAD_INPUT_STATUS = 2
+
+# The progress line of train_image_classifier.py (training/hooks.py).
+STEP_LINE = re.compile(r'\bstep (\d+): loss = ')
+_LATEST_CHECKPOINT = re.compile(r'^model_checkpoint_path:\s*"(.*)"\s*$',
+                                re.M)
+_FALSE = ('false', 'f', '0')
+
+
+# action: one of RESTART_TASK, RESTART_CLUSTER, GIVE_UP. flag: the budget
+# the restart draws on ('--max_restarts' or '--ps_restarts'); number: the
+# restart's number in it, 1 first; allowed: the budget's size.
+Decision = collections.namedtuple('Decision',
+                                  ['action', 'flag', 'number', 'allowed'])
+
+# What the launcher reads of the script's own arguments: --train_dir (None
+# when not given) and whether --sync_replicas is on.
+ScriptArgs = collections.namedtuple('ScriptArgs',
+                                    ['train_dir', 'sync_replicas'])
+
+
+def read_script_args(command):
+  """The ScriptArgs of `command`, [script, args...], read as absl does.
+
+  `--train_dir=D`, `--train_dir D`, `--sync_replicas`,
+  `--sync_replicas=false`, `--nosync_replicas`, one dash or two; the last
+  one given wins; nothing after a lone `--` is a flag. Only the command
+  line is read: a --flagfile is not.
+  """
+  train_dir, sync_replicas = None, False
+  args = list(command[1:])
+  while args:
+    arg = args.pop(0)
+    if arg == '--':
+      break
+    if not arg.startswith('-'):
+      continue
+    name, has_value, value = arg.lstrip('-').partition('=')
+    if name == 'train_dir':
+      if not has_value and args:
+        value = args.pop(0)
+      train_dir = value
+    elif name == 'sync_replicas':
+      sync_replicas = not has_value or value.lower() not in _FALSE
+    elif name == 'nosync_replicas':
+      sync_replicas = False
+  return ScriptArgs(train_dir, sync_replicas)
+
+
+def training_mode(num_ps, script_args):
+  """ALL_REDUCE without ps tasks, else SYNC_PS or ASYNC_PS."""
+  if not num_ps:
+    return ALL_REDUCE
+  return SYNC_PS if script_args.sync_replicas else ASYNC_PS
+
+
+def latest_checkpoint_step(train_dir):
+  """The global step of the checkpoint that `train_dir`'s index (its
+  `checkpoint` file) names as the latest; None when there is none."""
+  try:
+    with open(os.path.join(train_dir, 'checkpoint')) as index:
+      text = index.read()
+  except OSError:
+    return None
+  latest = _LATEST_CHECKPOINT.search(text)
+  step = latest and re.search(r'-(\d+)$', latest.group(1))
+  return int(step.group(1)) if step else None
+
+
+class RestartPolicy:
+  """Decides what a failed task's exit leads to, and counts the restarts.
+
+  Args:
+    mode: ALL_REDUCE, SYNC_PS or ASYNC_PS (see training_mode).
+    max_restarts: restarts of any task, in all.
+    ps_restarts: restarts of ps tasks alone, drawn on first.
+
+  Raises:
+    ValueError: a negative budget.
+  """
+
+  def __init__(self, mode, max_restarts=0, ps_restarts=0):
+    for flag, value, zero_means in (
+        ('max_restarts', max_restarts, 'a failed task stops the cluster'),
+        ('ps_restarts', ps_restarts, 'a dead ps task stops the cluster')):
+      if value < 0:
+        raise ValueError('%s must be >= 0, got %d; give 0 (%s) or more'
+                         % (flag, value, zero_means))
+    self.mode = mode
+    self._allowed = {'--max_restarts': max_restarts,
+                     '--ps_restarts': ps_restarts}
+    self._used = {'--max_restarts': 0, '--ps_restarts': 0}
+
+  def decide(self, task_name, status):
+    """The Decision for `task_name` failing with exit `status`; a restart
+    decided is counted."""
+    if task_name.startswith('ps') and self._left('--ps_restarts'):
+      return self._draw('--ps_restarts', RESTART_TASK)
+    if status == BAD_INPUT_STATUS or not self._left('--max_restarts'):
+      return self._decision(GIVE_UP, '--max_restarts')
+    alone = self.mode == ASYNC_PS
+    return self._draw('--max_restarts',
+                      RESTART_TASK if alone else RESTART_CLUSTER)
+
+  def _left(self, flag):
+    return self._allowed[flag] - self._used[flag]
+
+  def _draw(self, flag, action):
+    self._used[flag] += 1
+    return self._decision(action, flag)
+
+  def _decision(self, action, flag):
+    return Decision(action, flag, self._used[flag], self._allowed[flag])
+
+
+def rolls_back(task_name):
+  """Whether restarting `task_name` alone (asynchronous ps training) takes
+  the cluster back to the latest checkpoint: the chief restores it as it
+  starts, and onto a restarted ps task."""
+  return task_name == 'worker0' or task_name.startswith('ps')
+
+
+def failure_line(task_name, status, decision, address):
+  """The launcher's line on a failed task and what follows.
+
+  Without --max_restarts, and for --ps_restarts, the lines of the
+  launcher before --max_restarts existed, word for word: the exit status
+  a --ps_restarts line shows is the task's own, 0 included; elsewhere a ps
+  task's exit 0 shows as the launcher's status for it, 1.
+  """
+  if decision.flag == '--ps_restarts':
+    return ('[launch] %s exited with status %d; restarting it on %s (%d more '
+            'restart(s) allowed)\n' % (task_name, status, address,
+                                       decision.allowed - decision.number))
+  status = status or 1
+  if decision.action == GIVE_UP:
+    if not decision.allowed:
+      why = ''
+    elif status == BAD_INPUT_STATUS:
+      why = ' (bad input, which a restart would meet again)'
+    else:
+      why = ' after %d restart(s), all that --max_restarts %d allows' % (
+          decision.number, decision.allowed)
+    return ('[launch] %s failed with exit status %d%s; stopping the '
+            'cluster\n' % (task_name, status, why))
+  count = 'restart %d of --max_restarts %d' % (decision.number,
+                                               decision.allowed)
+  if decision.action == RESTART_TASK:
+    return ('[launch] %s failed with exit status %d; restarting it alone on '
+            '%s (%s); the other tasks go on\n' % (task_name, status, address,
+                                                  count))
+  return ('[launch] %s failed with exit status %d; stopping every task to '
+          'restart the cluster (%s)\n' % (task_name, status, count))
+
+
+def _resumed_from(train_dir, resumed):
+  if resumed is None:
+    return 'step 0 (no checkpoint in %s yet)' % train_dir
+  return 'step %d, the latest checkpoint in %s' % (resumed, train_dir)
+
+
+def _steps_lost(resumed, logged):
+  if logged is None:
+    return 'no step was logged since the last start'
+  return '%d step(s) lost (the workers had logged step %d)' % (
+      max(0, logged - (resumed or 0)), logged)
+
+
+_NO_TRAIN_DIR = "(no --train_dir among its arguments to read the step from)"
+
+
+def every_task_line(train_dir, resumed, logged):
+  """The launcher's line as it starts every task again.
+
+  Args:
+    train_dir: the script's --train_dir (None: not given).
+    resumed: the step of train_dir's latest checkpoint (None: none yet).
+    logged: the highest step the workers logged since they last started
+      (None: none).
+  """
+  lead = '[launch] starting every task again on new ports: '
+  if train_dir is None:
+    return lead + ("they resume from the latest checkpoint of the script's "
+                   "train_dir %s\n" % _NO_TRAIN_DIR)
+  return lead + 'resuming from %s; %s\n' % (_resumed_from(train_dir, resumed),
+                                             _steps_lost(resumed, logged))
+
+
+def rollback_line(train_dir, resumed, logged):
+  """The launcher's line when the chief or a ps task is restarted alone
+  (asynchronous ps training): as it restores, the chief takes every
+  variable, on every ps task, back to train_dir's latest checkpoint, and
+  the steps the other workers run until then are lost as well; arguments
+  as for every_task_line."""
+  lead = '[launch] the chief restores '
+  if train_dir is None:
+    return lead + ("the latest checkpoint of the script's train_dir onto the "
+                   "ps tasks %s\n" % _NO_TRAIN_DIR)
+  return lead + '%s, onto the ps tasks: at least %s\n' % (
+      _resumed_from(train_dir, resumed), _steps_lost(resumed, logged))
+
+
+class StepLog:
+  """The highest global step the workers logged since the cluster last
+  started, read from their progress lines (STEP_LINE): the highest of
+  each task's latest, so that a cluster taken back to a checkpoint counts
+  from there.
+
+  Each start has a number; a line relayed from an earlier start (a task
+  stopped for the restart, its last lines still in the pipe) is not
+  counted.
+  """
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._start = 0
+    self._latest = {}  # Task name -> the step of its latest line.
+
+  def new_start(self):
+    """Forgets the steps logged so far; returns the new start's number."""
+    with self._lock:
+      self._start += 1
+      self._latest = {}
+      return self._start
+
+  def observe(self, start, task_name, line):
+    """Counts `line`, relayed from `task_name` of start number `start`."""
+    match = STEP_LINE.search(line)
+    if match is None:
+      return
+    with self._lock:
+      if start == self._start:
+        self._latest[task_name] = int(match.group(1))
+
+  @property
+  def highest(self):
+    with self._lock:
+      return max(self._latest.values(), default=None)
