@@ -43,3 +43,4 @@ def pytest_ignore_collect(collection_path, config):
   if os.path.commonpath([str(collection_path), system_dir]) == system_dir:
     return True
   return None
+
