@@ -36,7 +36,6 @@ Usage (from the repository root, as root):
   .venv/bin/python benchmarks/cluster_network.py --rates_gbit 1 --rounds 1
 """
 
-import argparse
 import functools
 import os
 import sys
@@ -63,11 +62,8 @@ SETUPS = tuple(setup for setup in cluster_throughput.SETUPS
 
 
 def parse_args(argv=None):
-  parser = argparse.ArgumentParser(
-      description=__doc__.split('\n\n', maxsplit=1)[0],
-      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  cluster_runs.add_run_arguments(parser, default_steps=200,
-                                 default_warmup_steps=40)
+  parser = cluster_runs.run_parser(__doc__, SETUPS, default_steps=200,
+                                   default_warmup_steps=40)
   parser.add_argument('--rates_gbit', default='0.5,1,2.5,10',
                       help='comma-separated link rates, Gbit/s')
   parser.add_argument('--delay_ms', type=float, default=0.1,
@@ -76,12 +72,7 @@ def parse_args(argv=None):
                       'it)')
   parser.add_argument('--check_seconds', type=float, default=1.0,
                       help='length of each link check transfer at the rate')
-  parser.add_argument('--setups', default=None,
-                      help='comma-separated names of the setups to run, '
-                      'from: %s (default: all; alone always runs, as the '
-                      'ratios are to it)' % ', '.join(SETUP_NAMES))
-  args = parser.parse_args(argv)
-  args.setups = cluster_runs.choose_setups(parser, args.setups, SETUPS)
+  args = cluster_runs.parse_run_args(parser, argv, SETUPS)
   try:
     args.rates = sorted({int(float(rate) * 1e9)
                          for rate in args.rates_gbit.split(',')})

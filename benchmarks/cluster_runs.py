@@ -4,16 +4,15 @@ What cluster_throughput.py (clusters on 127.0.0.1) and cluster_network.py
 (clusters in network namespaces) share: their common flags, the training
 command, the runs themselves and the timed window of a run.
 
-  parser = argparse.ArgumentParser()
-  cluster_runs.add_run_arguments(parser, default_steps=400)
-  args = parser.parse_args()
+  parser = cluster_runs.run_parser(__doc__, SETUPS, 400, 60)
+  args = cluster_runs.parse_run_args(parser, None, SETUPS)
   with cluster_runs.digits_dataset(args.dataset_dir) as dataset_dir:
-    result = cluster_runs.timed_run(
-        'alone', args, 32,
-        lambda train_dir: cluster_runs.run_alone(args, dataset_dir,
-                                                 train_dir))
+    window = cluster_runs.timed_run(   # 1 worker batch per global step
+        'alone', args, 1,
+        functools.partial(cluster_runs.run_alone, args, dataset_dir))
 """
 
+import argparse
 import collections
 import contextlib
 import os
@@ -45,8 +44,12 @@ Window = collections.namedtuple(
                'busiest_out_mib_per_step', 'busiest_in_mib_per_step'])
 
 
-def add_run_arguments(parser, default_steps, default_warmup_steps):
-  """The flags every cluster benchmark takes (batch, steps, threads, ...)."""
+def run_parser(doc, setups, default_steps, default_warmup_steps):
+  """The flags every cluster benchmark takes (batch, steps, threads,
+  setups, ...); `doc` is the benchmark's module docstring."""
+  parser = argparse.ArgumentParser(
+      description=doc.split('\n\n', maxsplit=1)[0],
+      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   parser.add_argument('--batch_size', type=int, default=32,
                       help='examples per worker step')
   parser.add_argument('--steps', type=int, default=default_steps,
@@ -68,6 +71,19 @@ def add_run_arguments(parser, default_steps, default_warmup_steps):
   parser.add_argument('--results_dir', default=None,
                       help='folder of the result file; default: '
                       'benchmarks/results')
+  parser.add_argument('--setups', default=None,
+                      help='comma-separated names of the setups to run, '
+                      'from: %s (default: all; %s always runs, as the '
+                      'ratios are to it)' % (
+                          ', '.join(s[0] for s in setups), setups[0][0]))
+  return parser
+
+
+def parse_run_args(parser, argv, setups):
+  """Parses `argv`; args.setups becomes the setups named by --setups."""
+  args = parser.parse_args(argv)
+  args.setups = choose_setups(parser, args.setups, setups)
+  return args
 
 
 def choose_setups(parser, names_flag, setups):

@@ -48,7 +48,6 @@ Usage (from the repository root):
   .venv/bin/python benchmarks/cluster_throughput.py --rounds 1 --steps 200
 """
 
-import argparse
 import functools
 import os
 import statistics
@@ -79,18 +78,9 @@ SETUPS = (
 
 
 def parse_args(argv=None):
-  parser = argparse.ArgumentParser(
-      description=__doc__.split('\n\n', maxsplit=1)[0],
-      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  cluster_runs.add_run_arguments(parser, default_steps=400,
-                                 default_warmup_steps=60)
-  parser.add_argument('--setups', default=None,
-                      help='comma-separated names of the setups to run, '
-                      'from: %s (default: all; alone always runs, as the '
-                      'ratios are to it)' % ', '.join(s[0] for s in SETUPS))
-  args = parser.parse_args(argv)
-  args.setups = cluster_runs.choose_setups(parser, args.setups, SETUPS)
-  return args
+  parser = cluster_runs.run_parser(__doc__, SETUPS, default_steps=400,
+                                   default_warmup_steps=60)
+  return cluster_runs.parse_run_args(parser, argv, SETUPS)
 
 
 def measure(args, dataset_dir):
