@@ -131,7 +131,8 @@ def measure(args, dataset_dir):
     first = round_index % len(runs)  # Rotates, so no run always leads.
     for setup, rate in runs[first:] + runs[:first]:
       if rate is None:
-        run = functools.partial(cluster_runs.run_alone, args, dataset_dir)
+        run = functools.partial(cluster_runs.run_alone, args, dataset_dir,
+                                link_bytes=cluster_runs.no_link)
       else:
         run = functools.partial(run_on_network, args, dataset_dir, setup,
                                 rate)

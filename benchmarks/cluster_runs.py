@@ -113,6 +113,12 @@ def loopback_bytes():
   return [(0, 0)]
 
 
+def no_link():
+  """[(0, 0)]: a process alone on a network of namespaces has no link; the
+  loopback interface would count other processes' bytes."""
+  return [(0, 0)]
+
+
 def cpu_seconds(pids):
   """User + system CPU time of the processes so far (0 for a gone one)."""
   ticks = os.sysconf('SC_CLK_TCK')
@@ -173,8 +179,11 @@ def thread_env(args):
           'TF_NUM_INTEROP_THREADS': str(args.inter_op_threads)}
 
 
-def run_alone(args, dataset_dir, train_dir):
-  """One training process, no cluster; returns (exit status, recorder)."""
+def run_alone(args, dataset_dir, train_dir, link_bytes=loopback_bytes):
+  """One training process, no cluster; returns (exit status, recorder).
+
+  `link_bytes`: what StepRecorder samples.
+  """
   env = dict(os.environ, PYTHONPATH=REPO, PYTHONUNBUFFERED='1',
              **thread_env(args))
   env.pop('TF_CONFIG', None)
@@ -182,7 +191,7 @@ def run_alone(args, dataset_dir, train_dir):
       [sys.executable, TRAIN] + train_args(args, dataset_dir, train_dir),
       cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
       text=True, start_new_session=True)
-  recorder = StepRecorder(lambda: [process.pid])
+  recorder = StepRecorder(lambda: [process.pid], link_bytes)
   reader = threading.Thread(
       target=lambda: [recorder.write(line) for line in process.stdout],
       daemon=True)

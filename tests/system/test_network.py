@@ -153,6 +153,7 @@ def test_the_benchmark_runs_all_reduce_on_a_1_gbit_network(tmp_path,
   assert 0.5 <= float(check[2]) <= HIGHEST_SHARE
   alone, all_reduce = _rows(text, 'none')[0], _rows(text, '1 Gbit/s | 2 ')[0]
   assert alone[1] == 'alone' and float(alone[3]) > 0
+  assert alone[6:8] == ['0.0', '0.0 / 0.0']  # It has no link.
   assert all_reduce[1:3] == ['2 workers all-reduce', '2']
   assert float(all_reduce[3]) > 0
   # Each worker sends the other half of LeNet's 12.25 MiB of gradients and
