@@ -12,7 +12,9 @@ netem the network says so (`delay_applied`, `delay_note`) and runs without.
 Needs root and iproute2 (`ip`, `tc`). Everything is removed by close() (or
 at the end of a `with` block): deleting a namespace deletes its ends of the
 cables and the bridge. A process killed by SIGTERM or Ctrl-C cleans up too
-when it runs inside `removed_on_signals()`.
+when it runs inside `removed_on_signals()`; one killed by SIGKILL leaves
+its namespaces behind (`ip netns list | grep slimnet-` names them, `ip
+netns delete NAME` removes each).
 
   with removed_on_signals(), Network(3, rate_bits=10**9) as network:
     network.command(0, ['python', 'serve.py'])  # argv run in host 0
@@ -142,11 +144,12 @@ class Network:
     self.addresses = [SUBNET % (i + 1) for i in range(num_hosts)]
     self._made_namespaces = []
     self._anchor = None
-    try:
-      self._build()
-    except BaseException:
-      self.close()
-      raise
+    with _signals_held():
+      try:
+        self._build()
+      except BaseException:
+        self._remove()
+        raise
 
   def _add_namespace(self, name):
     _run(['ip', 'netns', 'add', name])
@@ -173,10 +176,11 @@ class Network:
     if self.delay_ms:
       self._add_delays()
     # A process that lives in the switch's namespace, so that its
-    # /proc/PID/net/dev shows the switch's ports to this process.
+    # /proc/PID/net/dev shows the switch's ports to this process. It reads
+    # its input to the end, which comes when this process closes it or dies.
     self._anchor = subprocess.Popen(
-        ['ip', 'netns', 'exec', self.switch, 'sleep', 'infinity'],
-        stdin=subprocess.DEVNULL, start_new_session=True)
+        ['ip', 'netns', 'exec', self.switch, 'cat'], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, start_new_session=True)
     _wait_until_in(self._anchor, self.switch)
 
   def _add_delays(self):
@@ -227,18 +231,17 @@ class Network:
     SIGINT and SIGTERM wait until it is done, so that a signal cannot leave
     half of the network behind.
     """
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK,
-                                     {signal.SIGINT, signal.SIGTERM})
-    try:
+    with _signals_held():
       self._remove()
-    finally:
-      signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
   def _remove(self):
     if self._anchor is not None:
-      if self._anchor.poll() is None:
+      self._anchor.stdin.close()
+      try:
+        self._anchor.wait(timeout=5)
+      except subprocess.TimeoutExpired:
         self._anchor.kill()
-      self._anchor.wait()
+        self._anchor.wait()
       self._anchor = None
     problems = []
     while self._made_namespaces:
@@ -256,6 +259,20 @@ class Network:
 
   def __exit__(self, *unused_exc_info):
     self.close()
+
+
+@contextlib.contextmanager
+def _signals_held():
+  """SIGINT and SIGTERM wait for the end of the block: a namespace made is
+  always recorded, and one being removed is always removed. (Commands run
+  meanwhile inherit the mask: they are short, and the anchor ends on EOF.)
+  """
+  held = signal.pthread_sigmask(signal.SIG_BLOCK,
+                                {signal.SIGINT, signal.SIGTERM})
+  try:
+    yield
+  finally:
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def made_namespaces(prefix):
