@@ -150,9 +150,9 @@ def report_lines(args, measured, link_checks, delay_note, load, loadavg):
        'then from two hosts to a third at once (they share its link); 1448 '
        'of every 1514 bytes a link carries are payload (95.6%%). Sender and '
        'receiver are Python processes on the same cores as everything '
-       'else: a share well under 0.956 at a fast rate is their CPU, not the '
-       'link (tests/system/test_network.py checks the shaping at rates they '
-       'can fill).' % args.check_seconds, ''] + network_report.link_table(
+       'else (see Load): at fast rates, the CPU they get can limit them '
+       'before the link does (tests/system/test_network.py checks the '
+       'shaping at rates they fill).' % args.check_seconds, ''] + network_report.link_table(
            link_checks) +
       ['', '- delay: %s' % delay_note, '', '## Throughput', ''] +
       network_report.throughput_table(setups, rates, measured) +
