@@ -154,7 +154,8 @@ def plot(path, setups, rates, measured, subtitle):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')  # No display: draws into the file only.
   from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
-  figure, axes = pyplot.subplots(figsize=(7, 4.5), dpi=100)
+  figure, axes = pyplot.subplots(figsize=(7, 5.5), dpi=100,
+                                 layout='constrained')
   gbits = [rate / 1e9 for rate in rates]
   for setup in setups[1:]:
     axes.plot(gbits, [median_window(measured[(setup[0], rate)])
@@ -171,8 +172,9 @@ def plot(path, setups, rates, measured, subtitle):
   axes.set_title('LeNet on digits, each task its own host\n' + subtitle,
                  fontsize=10)
   axes.grid(True, alpha=0.3)
-  axes.legend(fontsize=8, loc='lower right')
-  figure.tight_layout()
+  # Below the axes, where no line runs.
+  axes.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.14),
+              ncol=2)
   figure.savefig(path, format='png')
   pyplot.close(figure)
   return path

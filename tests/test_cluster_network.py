@@ -215,4 +215,4 @@ def test_plot_writes_a_png_of_the_setups_against_the_rate(tmp_path):
   with open(path, 'rb') as png:
     assert png.read(8) == b'\x89PNG\r\n\x1a\n'
   from matplotlib import image  # pylint: disable=g-import-not-at-top
-  assert image.imread(path).shape[:2] == (450, 700)
+  assert image.imread(path).shape[:2] == (550, 700)
