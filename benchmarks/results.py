@@ -79,3 +79,15 @@ def write_result(name, title, lines, argv=None, command=None,
   with open(path, 'w') as f:
     f.write('\n'.join(text).rstrip('\n') + '\n')
   return path
+
+
+def publish(name, title, lines, argv=None, directory=None):
+  """Prints `lines`, then writes them as write_result does; returns the path.
+
+  The last step of a benchmark's main(): the table on the terminal and in
+  <directory>/<name>.md, and where the file went.
+  """
+  print('\n' + '\n'.join(lines))
+  path = write_result(name, title, lines, argv=argv, directory=directory)
+  print('written to %s' % path)
+  return path

@@ -17,6 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import cluster_runs
 import cluster_throughput
 import make_run
 import results
@@ -186,12 +187,35 @@ def test_cluster_throughput_table_is_relative_to_the_process_alone():
        '600, 640']]
 
 
-def test_cluster_throughput_window_counts_loopback_bytes_per_step():
-  # (time, global step, CPU s, loopback bytes): 10 steps of 2 x 32.
-  samples = [(0.0, 5, 1.0, 0), (1.0, 10, 2.0, 10 * 2 ** 20),
-             (2.0, 20, 3.0, 30 * 2 ** 20)]
-  rate, cpu_ms, mib = cluster_throughput.window(samples, 10, 64)
-  assert (rate, cpu_ms, mib) == (640.0, 1000.0 / 640, 2.0)
+def test_cluster_runs_window_counts_bytes_per_global_step():
+  # (time, global step, CPU s, [(sent, received)] of the loopback interface
+  # so far): 10 steps of 2 x 32.
+  mib = 2 ** 20
+  samples = [(0.0, 5, 1.0, [(0, 0)]), (1.0, 10, 2.0, [(10 * mib, 10 * mib)]),
+             (2.0, 20, 3.0, [(30 * mib, 30 * mib)])]
+  assert cluster_runs.window(samples, 10, 64) == (
+      640.0, 1000.0 / 640, 2.0, 2.0, 2.0)
+
+
+def test_cluster_runs_window_names_the_busiest_link():
+  # Three hosts, a ps and two workers: the ps sends 4 MiB and receives
+  # 6 MiB per step, each worker the reverse of its half.
+  mib = 2 ** 20
+  start = [(1 * mib, 1 * mib), (0, 0), (5, 7)]
+  end = [(41 * mib, 61 * mib), (30 * mib, 20 * mib),
+         (5 + 30 * mib, 7 + 20 * mib)]
+  window = cluster_runs.window(
+      [(0.0, 10, 0.0, start), (4.0, 20, 8.0, end)], 10, 32)
+  assert window.examples_per_sec == 80.0
+  assert window.cpu_ms_per_example == 25.0
+  assert window.mib_sent_per_step == 10.0
+  assert (window.busiest_out_mib_per_step,
+          window.busiest_in_mib_per_step) == (4.0, 6.0)
+
+
+def test_cluster_runs_window_needs_two_step_lines_after_the_warmup():
+  samples = [(0.0, 5, 1.0, [(0, 0)]), (1.0, 10, 2.0, [(0, 0)])]
+  assert cluster_runs.window(samples, 10, 64) is None
 
 
 @pytest.mark.slow

@@ -1,0 +1,306 @@
+"""A network of hosts on this machine: Linux network namespaces and a switch.
+
+Each host is a network namespace with one interface, eth0, at 10.99.0.<i+1>.
+Its cable is a veth pair whose other end is a port of a bridge, the switch,
+in a namespace of its own; nothing is added to the machine's own network.
+Both ends of each cable are shaped with tc's htb to the same rate, so a host
+sends and receives at most that rate, as a full-duplex NIC would: two hosts
+sending to a third share its link. A delay, when asked for, is added by a
+netem qdisc to every packet as it leaves its host; on a kernel without
+netem the network says so (`delay_applied`, `delay_note`) and runs without.
+
+Needs root and iproute2 (`ip`, `tc`). Everything is removed by close() (or
+at the end of a `with` block): deleting a namespace deletes its ends of the
+cables and the bridge. A process killed by SIGTERM or Ctrl-C cleans up too
+when it runs inside `removed_on_signals()`; one killed by SIGKILL leaves
+its namespaces behind (`ip netns list | grep slimnet-` names them, `ip
+netns delete NAME` removes each).
+
+  with removed_on_signals(), Network(3, rate_bits=10**9) as network:
+    network.command(0, ['python', 'serve.py'])  # argv run in host 0
+    network.link_bytes()   # [(sent, received)] per host, so far
+"""
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+
+SUBNET = '10.99.0.%d'
+PREFIX_LENGTH = 24
+# htb's default burst is too small above a few Gbit/s (it measured 7.9 of
+# 10 Gbit/s here): a millisecond of the rate, and at least two full-size
+# GSO packets (64 KiB each) so a single packet never waits for tokens.
+_BURST_SECONDS = 0.001
+_MIN_BURST_BYTES = 2 * 65536
+
+
+def burst_bytes(rate_bits):
+  """The htb burst (and cburst) of a link of `rate_bits` per second."""
+  return max(_MIN_BURST_BYTES, int(rate_bits * _BURST_SECONDS / 8))
+
+
+def shaping_commands(namespace, device, rate_bits):
+  """The tc commands that shape one end of a cable: an htb root whose one
+  class, the default, has rate = ceil = `rate_bits`.
+
+  Returns:
+    A list of argv lists.
+  """
+  burst = str(burst_bytes(rate_bits))
+  tc = ['tc', '-n', namespace]
+  commands = [
+      tc + ['qdisc', 'add', 'dev', device, 'root', 'handle', '1:', 'htb',
+            'default', '1'],
+      tc + ['class', 'add', 'dev', device, 'parent', '1:', 'classid', '1:1',
+            'htb', 'rate', '%dbit' % rate_bits, 'ceil', '%dbit' % rate_bits,
+            'burst', burst, 'cburst', burst, 'quantum', '60000'],
+  ]
+  return commands
+
+
+def netem_command(namespace, device, delay_ms):
+  """The tc command that delays what leaves `device` by `delay_ms`: a netem
+  qdisc under the htb class of shaping_commands."""
+  return ['tc', '-n', namespace, 'qdisc', 'add', 'dev', device, 'parent',
+          '1:1', 'handle', '10:', 'netem', 'delay', '%gms' % delay_ms]
+
+
+def parse_net_dev(text):
+  """{interface: (received bytes, sent bytes)} from /proc/net/dev's text."""
+  counters = {}
+  for line in text.splitlines()[2:]:
+    name, _, fields = line.partition(':')
+    fields = fields.split()
+    counters[name.strip()] = (int(fields[0]), int(fields[8]))
+  return counters
+
+
+def rate_label(rate_bits):
+  """'1 Gbit/s', '2.5 Gbit/s', '500 Mbit/s'."""
+  if rate_bits >= 10 ** 9:
+    return '%g Gbit/s' % (rate_bits / 1e9)
+  return '%g Mbit/s' % (rate_bits / 1e6)
+
+
+def _wait_until_in(process, namespace, timeout=10.0):
+  """Waits until `process` (`ip netns exec NAMESPACE ...`) has entered the
+  namespace: `ip` joins it, then execs the command in the same process."""
+  wanted = os.stat('/run/netns/' + namespace).st_ino
+  deadline = time.monotonic() + timeout
+  while os.stat('/proc/%d/ns/net' % process.pid).st_ino != wanted:
+    if process.poll() is not None or time.monotonic() > deadline:
+      raise RuntimeError('ip netns exec %s did not start (exit status %s)'
+                         % (namespace, process.poll()))
+    time.sleep(0.01)
+
+
+def _run(argv):
+  """Runs an ip or tc command; raises RuntimeError with its stderr."""
+  try:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+  except FileNotFoundError:
+    raise RuntimeError('%s is not installed: install the Debian package '
+                       'iproute2' % argv[0]) from None
+  if done.returncode != 0:
+    raise RuntimeError('%s failed (exit status %d): %s' % (
+        ' '.join(argv), done.returncode, done.stderr.strip()))
+
+
+class Network:
+  """Hosts in network namespaces, joined by a shaped switch.
+
+  Args:
+    num_hosts: how many hosts (namespaces with an eth0 each).
+    rate_bits: the rate of every host's link, in bits per second, in each
+      direction.
+    delay_ms: delay added to every packet a host sends (0: none).
+    prefix: names of the namespaces start with it; default
+      'slimnet-<pid>-<n>', unique per process and network.
+
+  Raises:
+    RuntimeError: when a namespace, cable or qdisc cannot be made (not
+      root, no iproute2, ...), after removing what was made.
+  """
+
+  _made = 0
+
+  def __init__(self, num_hosts, rate_bits, delay_ms=0.0, prefix=None):
+    if num_hosts < 1:
+      raise ValueError('num_hosts must be >= 1, got %d' % num_hosts)
+    if rate_bits <= 0:
+      raise ValueError('rate_bits must be > 0, got %r' % rate_bits)
+    if delay_ms < 0:
+      raise ValueError('delay_ms must be >= 0, got %r' % delay_ms)
+    Network._made += 1
+    self.prefix = prefix or 'slimnet-%d-%d' % (os.getpid(), Network._made)
+    self.rate_bits = rate_bits
+    self.delay_ms = delay_ms
+    self.delay_applied = False
+    self.delay_note = 'no delay asked for'
+    self.switch = self.prefix + '-sw'
+    self.hosts = ['%s-h%d' % (self.prefix, i) for i in range(num_hosts)]
+    self.addresses = [SUBNET % (i + 1) for i in range(num_hosts)]
+    self._made_namespaces = []
+    self._anchor = None
+    with _signals_held():
+      try:
+        self._build()
+      except BaseException:
+        self._remove()
+        raise
+
+  def _add_namespace(self, name):
+    _run(['ip', 'netns', 'add', name])
+    self._made_namespaces.append(name)
+    _run(['ip', '-n', name, 'link', 'set', 'lo', 'up'])
+
+  def _build(self):
+    self._add_namespace(self.switch)
+    _run(['ip', '-n', self.switch, 'link', 'add', 'br0', 'type', 'bridge'])
+    _run(['ip', '-n', self.switch, 'link', 'set', 'br0', 'up'])
+    for i, host in enumerate(self.hosts):
+      self._add_namespace(host)
+      port = 'h%d' % i
+      _run(['ip', 'link', 'add', 'eth0', 'netns', host, 'type', 'veth',
+            'peer', 'name', port, 'netns', self.switch])
+      _run(['ip', '-n', self.switch, 'link', 'set', port, 'master', 'br0',
+            'up'])
+      _run(['ip', '-n', host, 'addr', 'add',
+            '%s/%d' % (self.addresses[i], PREFIX_LENGTH), 'dev', 'eth0'])
+      _run(['ip', '-n', host, 'link', 'set', 'eth0', 'up'])
+      for command in (shaping_commands(host, 'eth0', self.rate_bits) +
+                      shaping_commands(self.switch, port, self.rate_bits)):
+        _run(command)
+    if self.delay_ms:
+      self._add_delays()
+    # A process that lives in the switch's namespace, so that its
+    # /proc/PID/net/dev shows the switch's ports to this process. It reads
+    # its input to the end, which comes when this process closes it or dies.
+    self._anchor = subprocess.Popen(
+        ['ip', 'netns', 'exec', self.switch, 'cat'], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, start_new_session=True)
+    _wait_until_in(self._anchor, self.switch)
+
+  def _add_delays(self):
+    """A netem child qdisc on every host's eth0, if the kernel has netem."""
+    for host in self.hosts:
+      command = netem_command(host, 'eth0', self.delay_ms)
+      done = subprocess.run(command, capture_output=True, text=True,
+                            check=False)
+      if done.returncode != 0 and 'unknown' in done.stderr:
+        self.delay_note = (
+            '%g ms asked for, NOT applied: this kernel has no netem qdisc '
+            '(`%s`: %s)' % (self.delay_ms, ' '.join(command[3:]),
+                            done.stderr.strip()))
+        return
+      if done.returncode != 0:
+        raise RuntimeError('%s failed (exit status %d): %s' % (
+            ' '.join(command), done.returncode, done.stderr.strip()))
+    self.delay_applied = True
+    self.delay_note = ('%g ms added to every packet as it leaves its host '
+                       '(netem)' % self.delay_ms)
+
+  @property
+  def delay_label(self):
+    """A few words on the delay, for a plot's title."""
+    if self.delay_applied:
+      return '+%g ms per packet (netem)' % self.delay_ms
+    if self.delay_ms:
+      return 'no added delay (this kernel has no netem)'
+    return 'no added delay'
+
+  def command(self, host_index, argv):
+    """`argv` run in host `host_index`'s namespace (an argv list)."""
+    return ['ip', 'netns', 'exec', self.hosts[host_index]] + list(argv)
+
+  def link_bytes(self):
+    """[(bytes sent, bytes received)] of each host's link so far.
+
+    Read at the switch's port: what the host sent is what the port
+    received, Ethernet headers included.
+    """
+    with open('/proc/%d/net/dev' % self._anchor.pid) as dev:
+      counters = parse_net_dev(dev.read())
+    return [counters['h%d' % i] for i in range(len(self.hosts))]
+
+  def close(self):
+    """Removes the namespaces (with their cables and bridge); idempotent.
+
+    SIGINT and SIGTERM wait until it is done, so that a signal cannot leave
+    half of the network behind.
+    """
+    with _signals_held():
+      self._remove()
+
+  def _remove(self):
+    if self._anchor is not None:
+      self._anchor.stdin.close()
+      try:
+        self._anchor.wait(timeout=5)
+      except subprocess.TimeoutExpired:
+        self._anchor.kill()
+        self._anchor.wait()
+      self._anchor = None
+    problems = []
+    while self._made_namespaces:
+      name = self._made_namespaces.pop()
+      done = subprocess.run(['ip', 'netns', 'delete', name],
+                            capture_output=True, text=True, check=False)
+      if done.returncode != 0:
+        problems.append('%s: %s' % (name, done.stderr.strip()))
+    if problems:
+      raise RuntimeError('could not remove network namespace(s) %s'
+                         % '; '.join(problems))
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *unused_exc_info):
+    self.close()
+
+
+@contextlib.contextmanager
+def _signals_held():
+  """SIGINT and SIGTERM wait for the end of the block: a namespace made is
+  always recorded, and one being removed is always removed. (Commands run
+  meanwhile inherit the mask: they are short, and the anchor ends on EOF.)
+  """
+  held = signal.pthread_sigmask(signal.SIG_BLOCK,
+                                {signal.SIGINT, signal.SIGTERM})
+  try:
+    yield
+  finally:
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def made_namespaces(prefix):
+  """The network namespaces whose names start with `prefix`."""
+  listed = subprocess.run(['ip', 'netns', 'list'], capture_output=True,
+                          text=True, check=True).stdout
+  return [line.split()[0] for line in listed.splitlines()
+          if line.startswith(prefix)]
+
+
+class _Stopped(Exception):
+  pass
+
+
+@contextlib.contextmanager
+def removed_on_signals():
+  """Turns SIGTERM into an exception inside the block, so that the `with`
+  and `finally` blocks it runs through remove what they made; the process
+  then exits 143, as a process killed by SIGTERM. SIGINT already raises
+  KeyboardInterrupt."""
+
+  def stop(signum, unused_frame):
+    raise _Stopped(signum)
+
+  previous = signal.signal(signal.SIGTERM, stop)
+  try:
+    yield
+  except _Stopped:
+    raise SystemExit(128 + signal.SIGTERM) from None
+  finally:
+    signal.signal(signal.SIGTERM, previous)

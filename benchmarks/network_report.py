@@ -1,0 +1,180 @@
+"""The tables, closing note and plot of cluster_network.py, from its
+measurements.
+
+`measured` maps (setup name, link rate in bits/s) to the cluster_runs.Window
+of each round; the process alone, which has no link, is under ('alone',
+None). `setups` are cluster_throughput.SETUPS tuples (name, ps tasks,
+workers, flags, worker batches per global step), the process alone first.
+"""
+
+import collections
+import statistics
+
+import cluster_runs  # next to this script
+import netns  # next to this script
+
+ALONE = 'alone'
+SYNC_PS = '1 ps + 2 workers sync'
+ALL_REDUCE = '2 workers all-reduce'
+# The issue's target: all-reduce at least this many times as fast as
+# synchronous training through a ps, at 1 Gbit/s.
+TARGET_RATE_BITS = 10 ** 9
+TARGET_RATIO = 1.5
+
+
+def median_window(windows):
+  """The Window of the medians of each field over rounds."""
+  return cluster_runs.Window(*(statistics.median(w[i] for w in windows)
+                               for i in range(len(cluster_runs.Window._fields))))
+
+
+def throughput_table(setups, rates, measured):
+  """Examples/sec, CPU and bytes per global step of each setup and rate."""
+  alone = median_window(measured[(ALONE, None)])
+  lines = [
+      '| link | setup | processes | examples/sec | ratio to alone | CPU '
+      'ms/example (all processes) | MiB sent per global step | busiest '
+      'link: MiB out / in per global step | examples/sec per round |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---|',
+  ]
+  rows = [('none', setups[0], None)] + [
+      (netns.rate_label(rate), setup, rate)
+      for rate in rates for setup in setups[1:]]
+  for label, setup, rate in rows:
+    windows = measured[(setup[0], rate)]
+    m = median_window(windows)
+    lines.append(
+        '| %s | %s | %d | %.0f | %.3f | %.2f | %.1f | %.1f / %.1f | %s |' % (
+            label, setup[0], setup[1] + setup[2], m.examples_per_sec,
+            m.examples_per_sec / alone.examples_per_sec,
+            m.cpu_ms_per_example, m.mib_sent_per_step,
+            m.busiest_out_mib_per_step, m.busiest_in_mib_per_step,
+            ', '.join('%.0f' % w.examples_per_sec for w in windows)))
+  return lines
+
+
+# Seconds of one global step. compute: the workers' share of the step's
+# examples at the speed of the process alone, side by side; communication:
+# the rest of the step (moving bytes, waiting, the CPU the network stack
+# takes). wire_at_once / wire_in_turns: the busiest link's bytes at the
+# link rate, its two directions at the same time / one after the other.
+StepTime = collections.namedtuple(
+    'StepTime', ['step', 'compute', 'communication', 'wire_at_once',
+                 'wire_in_turns'])
+
+
+def step_time(args, setup, rate, measured):
+  """The StepTime of a cluster setup at a link rate."""
+  examples = args.batch_size * setup[4]
+  alone = median_window(measured[(ALONE, None)]).examples_per_sec
+  m = median_window(measured[(setup[0], rate)])
+  step = examples / m.examples_per_sec
+  compute = examples / (alone * setup[2])
+  seconds_per_mib = 2 ** 20 * 8 / rate
+  out_mib, in_mib = m.busiest_out_mib_per_step, m.busiest_in_mib_per_step
+  return StepTime(step, compute, step - compute,
+                  max(out_mib, in_mib) * seconds_per_mib,
+                  (out_mib + in_mib) * seconds_per_mib)
+
+
+def time_table(args, setups, rates, measured):
+  lines = [
+      '| link | setup | s per global step | compute s (alone\'s speed) | '
+      'communication s (the rest) | busiest link at the rate: both ways at '
+      'once s | one way after the other s |',
+      '|---|---|---:|---:|---:|---:|---:|',
+  ]
+  for rate in rates:
+    for setup in setups[1:]:
+      lines.append('| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f |' % (
+          (netns.rate_label(rate), setup[0])
+          + tuple(step_time(args, setup, rate, measured))))
+  return lines
+
+
+def ratio_lines(setups, rates, measured):
+  """All-reduce against synchronous ps training at each rate, and whether
+  the target was met; [] when either setup did not run."""
+  names = {setup[0] for setup in setups}
+  if not {SYNC_PS, ALL_REDUCE} <= names:
+    return []
+  lines = ['| link | all-reduce / sync ps (examples/sec) |', '|---|---:|']
+  for rate in rates:
+    lines.append('| %s | %.2fx |' % (netns.rate_label(rate),
+                                     _ratio(rate, measured)))
+  if TARGET_RATE_BITS in rates:
+    ratio = _ratio(TARGET_RATE_BITS, measured)
+    lines += ['', 'Target: at %s, all-reduce at least %.1fx the synchronous '
+              'ps setup: %s (%.2fx).' % (
+                  netns.rate_label(TARGET_RATE_BITS), TARGET_RATIO,
+                  'met' if ratio >= TARGET_RATIO else 'NOT met', ratio)]
+  return lines
+
+
+def _ratio(rate, measured):
+  return (median_window(measured[(ALL_REDUCE, rate)]).examples_per_sec /
+          median_window(measured[(SYNC_PS, rate)]).examples_per_sec)
+
+
+def link_table(link_checks):
+  """`link_checks`: {rate: (one sender's payload bits/s, two senders' to
+  one receiver)}."""
+  lines = ['| link | one sender: payload Gbit/s | share of the rate | two '
+           'senders to one host: payload Gbit/s | share of the rate |',
+           '|---|---:|---:|---:|---:|']
+  for rate, (single, fan_in) in sorted(link_checks.items()):
+    lines.append('| %s | %.3f | %.3f | %.3f | %.3f |' % (
+        netns.rate_label(rate), single / 1e9, single / rate, fan_in / 1e9,
+        fan_in / rate))
+  return lines
+
+
+def where_the_time_goes(args, setups, rates, measured):
+  """A line per cluster setup at the target rate (or the slowest rate
+  run), from step_time."""
+  rate = TARGET_RATE_BITS if TARGET_RATE_BITS in rates else min(rates)
+  lines = ['At %s, per global step:' % netns.rate_label(rate), '']
+  for setup in setups[1:]:
+    t = step_time(args, setup, rate, measured)
+    m = median_window(measured[(setup[0], rate)])
+    lines.append(
+        '- %s: %.3f s: %.3f s of compute at the speed of the process alone '
+        'and %.3f s of communication; the busiest link carried %.1f MiB out '
+        'and %.1f MiB in, %.3f s at the rate both ways at once, %.3f s one '
+        'way after the other.' % (
+            setup[0], t.step, t.compute, t.communication,
+            m.busiest_out_mib_per_step, m.busiest_in_mib_per_step,
+            t.wire_at_once, t.wire_in_turns))
+  return lines
+
+
+def plot(path, setups, rates, measured, subtitle):
+  """Draws examples/sec against link rate, a line per cluster setup and
+  the process alone as a level line; writes a PNG to `path`."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')  # No display: draws into the file only.
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  figure, axes = pyplot.subplots(figsize=(7, 5.5), dpi=100,
+                                 layout='constrained')
+  gbits = [rate / 1e9 for rate in rates]
+  for setup in setups[1:]:
+    axes.plot(gbits, [median_window(measured[(setup[0], rate)])
+                      .examples_per_sec for rate in rates],
+              marker='o', label=setup[0])
+  alone = median_window(measured[(ALONE, None)]).examples_per_sec
+  axes.axhline(alone, color='grey', linestyle='--',
+               label='alone (no network)')
+  axes.set_xscale('log')
+  axes.set_xticks(gbits, ['%g' % g for g in gbits])
+  axes.set_xlabel('link rate of every host, Gbit/s')
+  axes.set_ylabel('examples/sec')
+  axes.set_ylim(bottom=0)
+  axes.set_title('LeNet on digits, each task its own host\n' + subtitle,
+                 fontsize=10)
+  axes.grid(True, alpha=0.3)
+  # Below the axes, where no line runs.
+  axes.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.14),
+              ncol=2)
+  figure.savefig(path, format='png')
+  pyplot.close(figure)
+  return path
