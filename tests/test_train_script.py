@@ -141,7 +141,9 @@ def _wait_for_checkpoint_write_after(train_dir, step, timeout=120):
 
 
 NUM_KILLS = 10
-LAST_STEP = 400
+# The ten killed runs train more steps in all the faster the machine runs
+# (365 and 535 seen): 900 leaves the last run steps of its own.
+LAST_STEP = 900
 
 
 @pytest.mark.slow
@@ -182,7 +184,8 @@ def test_sigkill_at_ten_random_moments_keeps_the_uninterrupted_accuracy(
         'uninterrupted' % (LAST_STEP, accuracy, NUM_KILLS, previous,
                            uninterrupted))  # pytest -rP
   assert uninterrupted > 96
-  # Three uninterrupted runs of this schedule: 97.78%, 98.06%, 98.06%.
+  # Three uninterrupted runs of this schedule to step 400: 97.78%, 98.06%,
+  # 98.06%; the rate halves every 90 steps, so later steps move it little.
   assert abs(accuracy - uninterrupted) <= 1.5
 
 
