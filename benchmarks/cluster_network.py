@@ -152,8 +152,8 @@ def report_lines(args, measured, link_checks, delay_note, load, loadavg):
        'receiver are Python processes on the same cores as everything '
        'else (see Load): at fast rates, the CPU they get can limit them '
        'before the link does (tests/system/test_network.py checks the '
-       'shaping at rates they fill).' % args.check_seconds, ''] + network_report.link_table(
-           link_checks) +
+       'shaping at rates they fill).' % args.check_seconds, ''] +
+      network_report.link_table(link_checks) +
       ['', '- delay: %s' % delay_note, '', '## Throughput', ''] +
       network_report.throughput_table(setups, rates, measured) +
       ['', 'LeNet on digits, batch %d per worker, SGD; %d global steps per '

@@ -96,16 +96,23 @@ def _wait_until_in(process, namespace, timeout=10.0):
     time.sleep(0.01)
 
 
-def _run(argv):
-  """Runs an ip or tc command; raises RuntimeError with its stderr."""
+def _run(argv, check=True):
+  """Runs an ip or tc command and returns its CompletedProcess; with
+  `check`, a failure raises RuntimeError with its stderr."""
   try:
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
   except FileNotFoundError:
     raise RuntimeError('%s is not installed: install the Debian package '
                        'iproute2' % argv[0]) from None
-  if done.returncode != 0:
-    raise RuntimeError('%s failed (exit status %d): %s' % (
-        ' '.join(argv), done.returncode, done.stderr.strip()))
+  if check and done.returncode != 0:
+    raise _failed(argv, done)
+  return done
+
+
+def _failed(argv, done):
+  """The RuntimeError of a command that failed, with its stderr."""
+  return RuntimeError('%s failed (exit status %d): %s' % (
+      ' '.join(argv), done.returncode, done.stderr.strip()))
 
 
 class Network:
@@ -187,8 +194,7 @@ class Network:
     """A netem child qdisc on every host's eth0, if the kernel has netem."""
     for host in self.hosts:
       command = netem_command(host, 'eth0', self.delay_ms)
-      done = subprocess.run(command, capture_output=True, text=True,
-                            check=False)
+      done = _run(command, check=False)
       if done.returncode != 0 and 'unknown' in done.stderr:
         self.delay_note = (
             '%g ms asked for, NOT applied: this kernel has no netem qdisc '
@@ -196,8 +202,7 @@ class Network:
                             done.stderr.strip()))
         return
       if done.returncode != 0:
-        raise RuntimeError('%s failed (exit status %d): %s' % (
-            ' '.join(command), done.returncode, done.stderr.strip()))
+        raise _failed(command, done)
     self.delay_applied = True
     self.delay_note = ('%g ms added to every packet as it leaves its host '
                        '(netem)' % self.delay_ms)
@@ -246,8 +251,7 @@ class Network:
     problems = []
     while self._made_namespaces:
       name = self._made_namespaces.pop()
-      done = subprocess.run(['ip', 'netns', 'delete', name],
-                            capture_output=True, text=True, check=False)
+      done = _run(['ip', 'netns', 'delete', name], check=False)
       if done.returncode != 0:
         problems.append('%s: %s' % (name, done.stderr.strip()))
     if problems:

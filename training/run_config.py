@@ -4,7 +4,7 @@
 TF_CONFIG) once, checks all of them, and either returns a frozen RunConfig
 or raises one UsageError listing every problem, each with its value and its
 fix. The RunConfig is made of typed parts, each built once from the flags;
-nothing downstream reads a flag (tests/test_run_config.py checks that) or
+nothing downstream reads a flag (tests/test_flag_reads.py checks that) or
 validates again, and nothing writes to FLAGS:
 
   deployment  DeploymentConfig: clones, replicas, ps tasks, devices.
