@@ -379,8 +379,9 @@ def naming_collective_failures(config):
       message = (
           'the all-reduce between the %d workers failed (collective op %s, '
           '--collective_timeout_secs=%g): %s stopped or never started. '
-          'Restart the whole cluster: every worker resumes from the latest '
-          'checkpoint in %s'
+          "Restart the whole cluster (the launcher's --max_restarts does "
+          'so by itself): every worker resumes from the latest checkpoint '
+          'in %s'
           % (config.num_workers, e.op.name, timeout, who,
              config.loop.train_dir))
     else:

@@ -90,6 +90,8 @@ class ClusterTask:
     task_index: index of this task in its job.
     source: where the description came from, for error messages
       (e.g. 'TF_CONFIG' or '--ps_hosts/--worker_hosts/--job_name/--task').
+    port_fix: how a user gives this task another port, for the error when
+      its port is taken (default: 'give this task a free port in SOURCE').
 
   Several workers without ps tasks all-reduce their gradients (see
   `all_reduce`).
@@ -100,7 +102,7 @@ class ClusterTask:
   """
 
   def __init__(self, ps_hosts, worker_hosts, job_name, task_index,
-               source='cluster'):
+               source='cluster', port_fix=None):
     if job_name not in JOBS:
       raise ValueError('%s: job name %r is neither %r nor %r'
                        % (source, job_name, PS_JOB, WORKER_JOB))
@@ -128,6 +130,7 @@ class ClusterTask:
     self._job_name = job_name
     self._task_index = task_index
     self._source = source
+    self._port_fix = port_fix or 'give this task a free port in %s' % source
 
   @property
   def job_name(self):
@@ -140,6 +143,10 @@ class ClusterTask:
   @property
   def source(self):
     return self._source
+
+  @property
+  def port_fix(self):
+    return self._port_fix
 
   @property
   def ps_hosts(self):

@@ -31,8 +31,9 @@ restores the latest checkpoint onto it, and training goes on (see
 training/hooks.py, SessionRecoveryLogHook). The policy, and the lines that
 report each restart: clusters/restarts.py.
 
-Tasks are stopped with SIGTERM (a ps task exits cleanly on it, the chief
-saves), then SIGKILL after --grace_secs. Each task is in its own process
+Tasks are stopped with SIGTERM (the chief saves, a ps task exits cleanly),
+then SIGKILL after --grace_secs; the workers first, so that the chief saves
+while its ps tasks still serve, then the ps tasks. Each task is in its own process
 group and, on Linux, dies with the launcher even if the launcher is killed
 with SIGKILL.
 """

@@ -261,10 +261,8 @@ class LocalCluster:
         os.path.join(self._cwd or os.getcwd(), self._script.train_dir))
 
   def _restart_every_task(self):
-    """Stops every task, workers first so that the chief can still save
-    its variables from the ps tasks, then starts them all on new ports."""
-    self._stop(self.worker_names)
-    self._stop(self.ps_names)
+    """Stops every task, then starts them all on new ports."""
+    self.stop()
     self.write(restarts.every_task_line(self._script.train_dir,
                                         self._resumed_step(),
                                         self._steps.highest))
@@ -272,8 +270,11 @@ class LocalCluster:
     self.start()
 
   def stop(self):
-    """SIGTERM to every task still running, SIGKILL after the grace time."""
-    self._stop(list(self.processes))
+    """SIGTERM to every task still running, SIGKILL after the grace time:
+    the workers first, so that the chief can still save the variables its
+    ps tasks hold, then the ps tasks."""
+    self._stop(self.worker_names)
+    self._stop(self.ps_names)
 
   def _stop(self, names):
     running = [self.processes[n] for n in names

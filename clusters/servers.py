@@ -61,11 +61,10 @@ def check_port(task):
     return
   if error.errno == errno.EADDRINUSE:
     why = ('the port is already in use by another process (an earlier run '
-           'of this task still running?); stop that process, or give this '
-           'task a free port in %s' % task.source)
+           'of this task still running?); stop that process, or %s'
+           % task.port_fix)
   else:
-    why = ('%s; give this task another port in %s'
-           % (error.strerror or error, task.source))
+    why = '%s; %s' % (error.strerror or error, task.port_fix)
   raise PortUnavailable('%s task %d cannot listen on %s: %s' % (
       task.job_name, task.task_index, task.address, why))
 

@@ -114,7 +114,9 @@ def from_flags(num_ps_tasks, num_workers=None, port_base=DEFAULT_PORT_BASE,
       spec.job_tasks(cluster.PS_JOB) if num_ps_tasks else [],
       spec.job_tasks(cluster.WORKER_JOB), job, index,
       source='Slurm (srun task %d of %d, --slurm_port_base=%d)' % (
-          rank, num_tasks, port_base))
+          rank, num_tasks, port_base),
+      port_fix='give the tasks another --slurm_port_base (the tasks of a '
+               'node listen on consecutive ports from it)')
   _check_placement(task, rank, port_base)
   return task
 

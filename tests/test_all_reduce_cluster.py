@@ -136,8 +136,9 @@ def test_a_killed_worker_stops_the_other_within_the_timeout(digits_dir,
   assert re.search(
       r'^\[worker0\] error: the all-reduce between the 2 workers failed '
       r'\(collective op \S+, --collective_timeout_secs=20\): worker task 1 '
-      r'\(%s\) stopped or never started. Restart the whole cluster: every '
-      r'worker resumes from the latest checkpoint in %s$'
+      r'\(%s\) stopped or never started. Restart the whole cluster \(the '
+      r"launcher's --max_restarts does so by itself\): every worker resumes "
+      r'from the latest checkpoint in %s$'
       % (re.escape(worker1), re.escape(train_dir)), log, re.M), log[-4000:]
 
 

@@ -459,6 +459,10 @@ def test_stopped_cluster_resumes_from_chiefs_last_checkpoint(
   first.process.send_signal(signal.SIGTERM)
   assert first.wait() == 128 + signal.SIGTERM
   stopped_at = _checkpoint_step(train_dir)
+  # The launcher stops the workers before the ps task, so the chief saves
+  # the step it reached from the variables the ps task still holds.
+  assert ('[worker0] INFO:tensorflow:SIGTERM: stopped; saved %s/model.ckpt-'
+          '%d\n' % (train_dir, stopped_at)) in first.log(), first.log()[-4000:]
 
   log = _run_to_end(str(tmp_path / 'resume.log'), 1, 2, _train_args(
       digits_dir, train_dir, stopped_at + 5))

@@ -37,6 +37,9 @@ pytestmark = pytest.mark.xdist_group('loopback')
 # and the workers hang; 'ps_dies_once DIR': the first ps exits 7 once every
 # worker has connected, leaving DIR/died; a ps started when DIR/died exists
 # serves and leaves DIR/restarted, which the workers wait for before 'done'.
+# 'saves_on_sigterm': workers hang; on SIGTERM they wait 0.5 s, as a chief
+# saving, then print 'saved' if ps task 0 still accepts connections, else
+# 'ps gone', and exit 0.
 FAKE_TASK = textwrap.dedent("""\
     import json, os, signal, socket, sys, time
     config = json.loads(os.environ['TF_CONFIG'])
@@ -76,6 +79,18 @@ FAKE_TASK = textwrap.dedent("""\
       while True:
         time.sleep(0.05)
     mode = sys.argv[1]
+    if mode == 'saves_on_sigterm':
+      def save(*unused):
+        time.sleep(0.5)
+        host, port = config['cluster']['ps'][0].rsplit(':', 1)
+        try:
+          socket.create_connection((host, int(port)), timeout=1).close()
+          print('saved')
+        except OSError:
+          print('ps gone')
+        sys.exit(0)
+      signal.signal(signal.SIGTERM, save)
+      time.sleep(600)
     if mode in ('hang', 'ps_quits') or (mode == 'fail1' and index != 1):
       time.sleep(600)
     if mode == 'fail1':
@@ -333,6 +348,22 @@ def test_failed_worker_stops_the_rest_and_gives_its_status(local_cluster,
   # worker0 and worker2 were hanging: the launcher stopped them.
   assert _return_codes(cluster) == {'ps0': 0, 'worker0': -signal.SIGTERM,
                                     'worker1': 3, 'worker2': -signal.SIGTERM}
+
+
+def test_stop_ends_the_workers_while_the_ps_tasks_still_serve(
+    local_cluster, fake_task):
+  output = _Lines()
+  cluster = local_cluster([fake_task, 'saves_on_sigterm'], 1, 2,
+                          output=output)
+  cluster.start()
+  for name in ('worker0', 'worker1'):
+    _wait_for_text(output, '[%s] worker %s of' % (name, name[-1]))
+  cluster.stop()
+  log = output.getvalue()
+  # A chief saves on SIGTERM, from the variables its ps tasks hold.
+  assert sorted(re.findall(r'^\[(worker\d)\] saved$', log, re.M)) == [
+      'worker0', 'worker1'], log
+  assert _return_codes(cluster) == {'ps0': 0, 'worker0': 0, 'worker1': 0}
 
 
 def test_a_ps_task_that_ends_stops_the_cluster_with_status_1(local_cluster,

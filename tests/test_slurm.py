@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from clusters import servers
 from clusters import slurm
 from tests.script_runner import REPO
 from tests.script_runner import run_script
@@ -283,6 +284,24 @@ def test_a_ps_task_ends_once_every_worker_has_ended(events):
   finally:
     for i in range(2):
       workers.end(i)
+
+
+@pytest.mark.xdist_group('loopback')
+def test_a_taken_port_names_the_port_base_flag(in_step):
+  holder = socket.create_server(('127.0.0.1', 0))
+  port = holder.getsockname()[1]
+  in_step(2, 0)
+  try:
+    task = slurm.from_flags(0, port_base=port)
+    with pytest.raises(servers.PortUnavailable) as raised:
+      servers.check_port(task)
+  finally:
+    holder.close()
+  assert str(raised.value) == (
+      'worker task 0 cannot listen on localhost:%d: the port is already in '
+      'use by another process (an earlier run of this task still running?); '
+      'stop that process, or give the tasks another --slurm_port_base (the '
+      'tasks of a node listen on consecutive ports from it)' % port)
 
 
 def test_the_sbatch_script_of_the_page_is_the_committed_file():
