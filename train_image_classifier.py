@@ -72,16 +72,19 @@ def run(config):
     tf.logging.info('started %s (cluster from %s)', config.task,
                     config.task.source)
     if config.is_ps:
-      if config.ps_ends_with_workers:
-        slurm.end_with_the_workers(config.task)
-      servers.serve_until_stopped(server)
+      if config.srun_step:
+        slurm.serve_until_the_workers_end(server, config.task)
+      else:
+        servers.serve_until_stopped(server)
       tf.logging.info('ps task %d stopped', config.task.task_index)
       return
   # One SignalStop from here to the end: before the first step a SIGTERM
   # ends the process at once (nothing to save), after it the step finishes
   # and the chief saves.
   checkpoint_dir = config.loop.train_dir if config.is_chief else None
-  with preemption.SignalStop(checkpoint_dir=checkpoint_dir) as stop:
+  with preemption.SignalStop(
+      checkpoint_dir=checkpoint_dir,
+      second_stops_at_once=not config.srun_step) as stop:
     if server is None:
       # Without a cluster, --master may still name a server the user
       # started; --task then says which replica this is (upstream

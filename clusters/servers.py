@@ -95,15 +95,17 @@ def start_server(task, config=None):
         task, e.message)) from None
 
 
-def serve_until_stopped(server, stop_signals=(signal.SIGTERM, signal.SIGINT)):
-  """Serves until one of `stop_signals` arrives, then returns.
+def serve_until_stopped(server, stop_signals=(signal.SIGTERM, signal.SIGINT),
+                        stopped=None):
+  """Serves until one of `stop_signals` arrives, or another thread sets the
+  threading.Event `stopped`, then returns.
 
   `server.join()` would block in C++ where Python signal handlers never run,
   so a SIGTERM would kill the process uncleanly; waiting on an event keeps
   the main thread interruptible. Holding `server` here keeps it alive (a
   garbage-collected server stops). Must be called from the main thread.
   """
-  stopped = threading.Event()
+  stopped = stopped or threading.Event()
   previous = {}
   for signum in stop_signals:
     previous[signum] = signal.signal(signum, lambda *unused: stopped.set())

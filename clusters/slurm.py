@@ -27,8 +27,9 @@ What this module adds to the resolver:
     with nvidia-smi and overwrites CUDA_VISIBLE_DEVICES, is off. Only the
     CPU path is tested here: the test machines have no GPU.
   * A srun step ends once all its tasks have ended, and a ps task serves
-    until it is stopped: `end_with_the_workers` ends a ps task once every
-    worker has ended.
+    until it is stopped: `serve_until_the_workers_end` ends a ps task once
+    every worker has ended, and keeps it serving after a SIGTERM until the
+    chief has saved.
 """
 
 import os
@@ -38,6 +39,7 @@ import time
 
 from clusters import addresses
 from clusters import cluster
+from clusters import servers
 from tf2_compat.slim_compat import tf
 
 DEFAULT_PORT_BASE = 8888  # SlurmClusterResolver's.
@@ -153,27 +155,57 @@ def _check_placement(task, rank, port_base):
         'node9 and node10)' % (rank, node, local_id, where, task.address))
 
 
-def end_with_the_workers(task, poll_secs=2.0, on_end=None):
-  """Ends this ps task once every worker of its cluster has ended.
+def serve_until_the_workers_end(server, task, poll_secs=2.0):
+  """Serves this ps task of a srun step until the step's workers have ended.
 
-  A thread connects to the workers' addresses every `poll_secs`: once each
-  has accepted a connection at least once, and none accepts anymore, it
-  calls `on_end`, by default a SIGTERM to this process, which
-  servers.serve_until_stopped takes as its cue to return. A worker that
-  never started keeps the ps task serving: srun --kill-on-bad-exit=1 ends
-  the step when a task fails.
+  A srun step ends once all its tasks have, and a ps task has no last step
+  of its own: it ends once every worker has accepted a connection at least
+  once and none accepts anymore. A worker that never started keeps it
+  serving: srun --kill-on-bad-exit=1 ends the step when a task fails.
+
+  SIGTERM (scancel, the job's time limit) reaches every task of the step at
+  once. The chief then saves the step it reached, reading the variables
+  this task holds, so this task serves on until no worker accepts
+  connections, started or not; Slurm's SIGKILL, KillWait seconds after the
+  SIGTERM, bounds the wait. Ctrl-C (SIGINT) stops it at once. Must be
+  called from the main thread.
+  """
+  ended = threading.Event()
+  terminating = threading.Event()
+
+  def on_sigterm(unused_signum, unused_frame):
+    if terminating.is_set():
+      return  # Slurm may send SIGTERM more than once.
+    terminating.set()
+    tf.logging.info('SIGTERM: this ps task serves until no worker listens, '
+                    'so that the chief can save')
+
+  previous = signal.signal(signal.SIGTERM, on_sigterm)
+  try:
+    end_with_the_workers(task, ended.set, terminating, poll_secs)
+    servers.serve_until_stopped(server, (signal.SIGINT,), stopped=ended)
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+
+
+def end_with_the_workers(task, on_end, terminating, poll_secs=2.0):
+  """Calls `on_end` once the workers of `task`'s cluster have ended.
+
+  A thread connects to the workers' addresses every `poll_secs`. It calls
+  `on_end` when none accepts a connection and either each has accepted one
+  before or the threading.Event `terminating` is set.
 
   Returns:
     The thread, started (a daemon).
   """
   thread = threading.Thread(
       target=_watch_workers, name='end-with-the-workers', daemon=True,
-      args=(task.worker_hosts, poll_secs, on_end or _terminate_this_process))
+      args=(task.worker_hosts, on_end, terminating, poll_secs))
   thread.start()
   return thread
 
 
-def _watch_workers(worker_hosts, poll_secs, on_end):
+def _watch_workers(worker_hosts, on_end, terminating, poll_secs):
   seen = set()
   while True:
     listening = {address for address in worker_hosts
@@ -181,10 +213,10 @@ def _watch_workers(worker_hosts, poll_secs, on_end):
     seen |= listening
     if not listening and len(seen) == len(worker_hosts):
       tf.logging.info('every worker has ended: stopping this ps task')
-      on_end()
-      return
+      break
+    if not listening and terminating.is_set():
+      tf.logging.info('no worker listens since the SIGTERM: stopping this '
+                      'ps task')
+      break
     time.sleep(poll_secs)
-
-
-def _terminate_this_process():
-  os.kill(os.getpid(), signal.SIGTERM)
+  on_end()

@@ -121,12 +121,12 @@ class _Exits:
     self.called.set()
 
 
-def _signal_stop(checkpoint_dir=None):
+def _signal_stop(checkpoint_dir=None, **kwargs):
   lines = []
   exits = _Exits()
   stop = preemption.SignalStop(
       checkpoint_dir=checkpoint_dir, exit_fn=exits,
-      log_fn=lambda fmt, *args: lines.append(fmt % args))
+      log_fn=lambda fmt, *args: lines.append(fmt % args), **kwargs)
   return stop, lines, exits
 
 
@@ -191,6 +191,22 @@ def test_a_first_sigterm_in_training_ends_the_loop_a_second_exits_at_once(
       'SIGTERM again: stopped at once, without finishing the step; the '
       'latest checkpoint, %s/model.ckpt-7, is whole: a resumed run starts '
       'there' % tmp_path]
+
+
+def test_in_a_srun_step_a_second_sigterm_lets_the_stop_go_on(tmp_path):
+  stop, lines, exits = _signal_stop(checkpoint_dir=str(tmp_path),
+                                    second_stops_at_once=False)
+  with stop:
+    stop.training_started()
+    for _ in range(3):  # Slurm's time limit sent two within a second.
+      os.kill(os.getpid(), signal.SIGTERM)
+    _wait_until(lambda: len(lines) == 3)
+    assert stop.requested == 'SIGTERM'
+  assert not exits.statuses
+  assert lines == [
+      'SIGTERM: stopping after the step in progress, then saving a '
+      'checkpoint'] + ['SIGTERM again: the stop goes on (a srun step: Slurm '
+                       'sends SIGKILL when it will wait no longer)'] * 2
 
 
 def test_handlers_are_restored_after_the_stop():

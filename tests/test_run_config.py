@@ -152,6 +152,7 @@ def test_worker_of_a_cluster_takes_counts_from_the_cluster(digits_dir):
   assert config.task.task_index == 1 and config.task.source == 'TF_CONFIG'
   assert not config.is_chief and config.num_workers == 2
   assert config.master == ''
+  assert not config.srun_step  # Only --slurm: see tests/test_slurm.py.
   assert config.deployment.replica_id == 1
   assert config.deployment.num_ps_tasks == 1
   assert config.deployment.clone_device(0) == (
@@ -164,7 +165,7 @@ def test_worker_of_a_cluster_takes_counts_from_the_cluster(digits_dir):
 def test_ps_task_needs_no_dataset():
   config = run_config.from_flags(parse('--train_dir=%s' % UNUSED_TRAIN_DIR),
                                  tf_config(PS, WORKERS, 'ps', 0))
-  assert config.is_ps and not config.is_chief
+  assert config.is_ps and not config.is_chief and not config.srun_step
   assert config.model is None and config.deployment is None
   assert config.loop is None and config.plan is None
 

@@ -6,8 +6,10 @@ them for the task under test (tests/system/test_slurm.py runs real srun).
 
 import os
 import re
+import signal
 import socket
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -72,6 +74,7 @@ def test_ps_tasks_come_first_and_the_first_worker_is_the_chief(
   assert config.task.worker_hosts == ('localhost:8889', 'localhost:8890')
   assert config.is_ps == (job == 'ps') and config.is_chief == chief
   assert config.num_workers == 2
+  assert config.srun_step
   assert config.task.source == ('Slurm (srun task %d of 3, '
                                 '--slurm_port_base=8888)' % rank)
   if job == 'worker':
@@ -232,18 +235,19 @@ class Workers:
       sock.bind(('127.0.0.1', 0))
     self.hosts = ['127.0.0.1:%d' % s.getsockname()[1] for s in self.sockets]
 
+    self.probed = [threading.Event() for _ in range(count)]
+
   def start(self, i):
     self.sockets[i].listen(8)
-    threading.Thread(target=self._accept, args=(self.sockets[i],),
-                     daemon=True).start()
+    threading.Thread(target=self._accept, args=(i,), daemon=True).start()
 
-  @staticmethod
-  def _accept(sock):
+  def _accept(self, i):
     while True:
       try:
-        sock.accept()[0].close()
+        self.sockets[i].accept()[0].close()
       except OSError:  # Ended.
         return
+      self.probed[i].set()
 
   def end(self, i):
     try:
@@ -273,8 +277,9 @@ def test_a_ps_task_ends_once_every_worker_has_ended(events):
   workers = Workers(2)
   ended = threading.Event()
   try:
-    watcher = slurm.end_with_the_workers(FakePsTask(workers.hosts),
-                                         poll_secs=0.05, on_end=ended.set)
+    watcher = slurm.end_with_the_workers(
+        FakePsTask(workers.hosts), ended.set, threading.Event(),
+        poll_secs=0.05)
     for action, worker, ends in events:
       getattr(workers, action)(worker)
       # 0.5 s: ten polls, time for the watcher to see a worker listen.
@@ -284,6 +289,76 @@ def test_a_ps_task_ends_once_every_worker_has_ended(events):
   finally:
     for i in range(2):
       workers.end(i)
+
+
+@pytest.mark.xdist_group('loopback')
+def test_after_sigterm_a_worker_that_never_started_does_not_count():
+  workers = Workers(2)
+  ended = threading.Event()
+  terminating = threading.Event()
+  try:
+    workers.start(0)
+    watcher = slurm.end_with_the_workers(
+        FakePsTask(workers.hosts), ended.set, terminating, poll_secs=0.05)
+    terminating.set()
+    # Worker 0 still listens (it saves): the ps task serves on.
+    assert not ended.wait(0.5)
+    workers.end(0)
+    assert ended.wait(30)
+    watcher.join(30)
+    assert not watcher.is_alive()
+  finally:
+    for i in range(2):
+      workers.end(i)
+
+
+# A ps task of a srun step: serves (a stand-in server) until the workers
+# given as arguments have ended.
+PS_TASK = """\
+import sys
+from clusters import slurm
+from tf2_compat.slim_compat import tf
+
+tf.logging.set_verbosity(tf.logging.INFO)
+
+class Task:
+  worker_hosts = sys.argv[1:]
+
+slurm.serve_until_the_workers_end(object(), Task(), poll_secs=0.05)
+print('ended')
+"""
+
+
+@pytest.mark.xdist_group('loopback')
+def test_on_sigterm_a_ps_task_serves_until_no_worker_listens(tmp_path):
+  workers = Workers(2)
+  workers.start(0)  # Worker 1 never starts.
+  script = tmp_path / 'ps_task.py'
+  script.write_text(PS_TASK)
+  process = subprocess.Popen(
+      [sys.executable, str(script)] + workers.hosts, cwd=REPO,
+      env=script_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+      text=True)
+  try:
+    # A probe comes from the watcher, which starts after the handler.
+    assert workers.probed[0].wait(60)
+    process.send_signal(signal.SIGTERM)
+    with pytest.raises(subprocess.TimeoutExpired):
+      process.wait(1)  # Worker 0 listens: the chief is saving.
+    workers.end(0)
+    output, _ = process.communicate(timeout=30)
+  finally:
+    process.kill()
+    for i in range(2):
+      workers.end(i)
+  assert process.returncode == 0, output
+  lines = [l for l in output.splitlines() if not l.startswith('WARNING')]
+  assert lines[-3:] == [
+      'INFO:tensorflow:SIGTERM: this ps task serves until no worker listens, '
+      'so that the chief can save',
+      'INFO:tensorflow:no worker listens since the SIGTERM: stopping this ps '
+      'task',
+      'ended'], output
 
 
 @pytest.mark.xdist_group('loopback')

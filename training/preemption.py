@@ -16,7 +16,11 @@ Kubernetes). What a SIGTERM does depends on when it comes:
   * during training, a second one: the process exits at once, status 143,
     without finishing the step or the checkpoint write; the latest
     checkpoint is still whole (a checkpoint becomes the latest only once it
-    is completely written), and the steps since it are lost.
+    is completely written), and the steps since it are lost. Not so for
+    the tasks of a srun step: Slurm may send SIGTERM more than once as it
+    ends a job (at its time limit, a second one follows the first within a
+    second) and stops it with SIGKILL KillWait seconds later, so there a
+    second SIGTERM is logged and the stop goes on.
 
 Python runs a signal handler only when the main thread comes back to the
 interpreter, never while it waits inside TensorFlow's C++ code (a session
@@ -57,6 +61,9 @@ class SignalStop:
     exit_fn: ends the process with a status; os._exit by default, which
       works from the watching thread and skips the clean-up that would
       wait for the main thread.
+    second_stops_at_once: whether a second signal during training ends the
+      process at once; False where the sender repeats its signal and has
+      its own hard stop (Slurm's SIGKILL).
   """
 
   # Before the first step these end the process at once too; afterwards
@@ -64,8 +71,10 @@ class SignalStop:
   _BEFORE_TRAINING = (signal.SIGINT,)
 
   def __init__(self, signals=(signal.SIGTERM,), checkpoint_dir=None,
-               log_fn=None, exit_fn=os._exit):  # pylint: disable=protected-access
+               log_fn=None, exit_fn=os._exit,  # pylint: disable=protected-access
+               second_stops_at_once=True):
     self._signals = tuple(signals)
+    self._second_stops_at_once = second_stops_at_once
     self._checkpoint_dir = checkpoint_dir
     self._log = log_fn or tf.logging.info
     self._exit = exit_fn
@@ -145,10 +154,13 @@ class SignalStop:
     elif self._received == 1:
       if self.requested is None:
         self.requested = name
-      self._log('%s: stopping after the step in progress%s (a second %s '
-                'stops at once, without saving)', name,
+      self._log('%s: stopping after the step in progress%s%s', name,
                 ', then saving a checkpoint' if self._checkpoint_dir else '',
-                name)
+                ' (a second %s stops at once, without saving)' % name
+                if self._second_stops_at_once else '')
+    elif not self._second_stops_at_once:
+      self._log('%s again: the stop goes on (a srun step: Slurm sends '
+                'SIGKILL when it will wait no longer)', name)
     else:
       self._log('%s again: stopped at once, without finishing the step; %s',
                 name, self._what_is_kept())

@@ -136,8 +136,10 @@ class RunConfig:
     label_smoothing: of the cross-entropy loss.
     random_seed: graph-level seed of the initialisers and dropout; None:
       random.
-    ps_ends_with_workers: a ps task ends by itself once every worker has
-      ended (a task of a srun step: nothing else stops it).
+    srun_step: the tasks are those of a srun step (--slurm): a ps task
+      ends by itself once every worker has ended (nothing else stops it),
+      and a second SIGTERM does not stop a worker at once (Slurm repeats
+      its SIGTERM; its SIGKILL is the hard stop).
   """
   task: typing.Optional[cluster.ClusterTask]
   master: str
@@ -153,7 +155,7 @@ class RunConfig:
   fine_tune: typing.Optional[fine_tune_lib.FineTuneConfig] = None
   label_smoothing: float = 0.0
   random_seed: typing.Optional[int] = None
-  ps_ends_with_workers: bool = False
+  srun_step: bool = False
 
   @property
   def is_ps(self):
@@ -199,7 +201,7 @@ def from_flags(flag_values, environ=None):
   if task is not None and task.is_ps:
     problems.raise_if_any()
     return RunConfig(task, '', False, num_workers,
-                     ps_ends_with_workers=snapshot.slurm)
+                     srun_step=snapshot.slurm)
 
   deployment = None
   if not problems:
@@ -240,7 +242,7 @@ def _worker_config(f, task, deployment, model, checkpoint):
                              deployment, update, optimizer),
       inputs=inputs, model=model, loop=_from_flags(LoopConfig, f),
       fine_tune=fine_tuning, label_smoothing=f.label_smoothing,
-      random_seed=f.random_seed)
+      random_seed=f.random_seed, srun_step=f.slurm)
 
 
 def _from_flags(part, f, **values):

@@ -63,7 +63,7 @@ SelectTypeParameters=CR_CPU
 # The node is what this file says (4 CPUs), not what slurmd finds.
 SlurmdParameters=config_overrides
 ReturnToService=2
-KillWait=5
+KillWait=30
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
 PartitionName=tests Nodes=localhost Default=YES MaxTime=30 State=UP
 EOF

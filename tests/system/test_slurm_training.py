@@ -12,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -63,16 +64,23 @@ def free_port_base(count):
   raise AssertionError('no %d consecutive free ports found' % count)
 
 
-def srun(env, num_tasks, *args, script='train_image_classifier.py'):
-  """`srun -n num_tasks` of `script --slurm args`; returns its output."""
+def start_srun(env, num_tasks, *args, script='train_image_classifier.py',
+               job_name='slim', minutes=10):
+  """Starts `srun -n num_tasks` of `script --slurm args`, a job limited to
+  `minutes`; returns the process, its output (stdout and stderr) a text
+  pipe."""
   command = ['srun', '--ntasks=%d' % num_tasks, '--kill-on-bad-exit=1',
-             '--time=10', '--label', sys.executable, script, '--slurm'
-            ] + list(args)
+             '--time=%d' % minutes, '--label', '--job-name=%s' % job_name,
+             sys.executable, script, '--slurm'] + list(args)
   env = dict(env, TF_NUM_INTRAOP_THREADS='1', TF_NUM_INTEROP_THREADS='1',
              PYTHONUNBUFFERED='1')
-  process = subprocess.Popen(command, cwd=REPO, env=env, text=True,
-                             stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT)
+  return subprocess.Popen(command, cwd=REPO, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def srun(env, num_tasks, *args, script='train_image_classifier.py'):
+  """`srun -n num_tasks` of `script --slurm args`; returns its output."""
+  process = start_srun(env, num_tasks, *args, script=script)
   try:
     output, _ = process.communicate(timeout=SRUN_TIMEOUT)
   finally:
@@ -133,3 +141,50 @@ def test_srun_n_2_trains_with_all_reduce_and_task_0_evaluates(
   assert evaluated == ['0'], output[-4000:]
   assert re.search(r'^ *1: srun task 1 of 2: only task 0 evaluates',
                    output, re.M), output[-4000:]
+
+
+@pytest.mark.parametrize('ending', ['scancel', 'time_limit'])
+def test_the_end_of_the_job_lets_the_chief_save_the_step_it_reached(
+    slurm_env, digits_dir, tmp_path, ending):
+  base = free_port_base(3)
+  train_dir = str(tmp_path / 'train')
+  job_name = 'end-%d' % base
+  # A time limit of 1 minute, Slurm's least: the job ends 60 to about 90 s
+  # after it started (slurmctld checks the limits every 30 s or so).
+  process = start_srun(slurm_env, 3, '--num_ps_tasks=1',
+                       '--slurm_port_base=%d' % base,
+                       *_train_args(digits_dir, train_dir, 100000),
+                       job_name=job_name,
+                       minutes=1 if ending == 'time_limit' else 10)
+  try:
+    if ending == 'scancel':
+      deadline = time.monotonic() + SRUN_TIMEOUT
+      while (_checkpoint_step(train_dir) or 0) < 5:
+        assert process.poll() is None, process.stdout.read()[-6000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+      subprocess.run(['scancel', '--name=%s' % job_name], env=slurm_env,
+                     check=True, timeout=30)
+    # Either way Slurm sends SIGTERM to every task of the step at once,
+    # then SIGKILL KillWait (30 s, the default) later.
+    output, _ = process.communicate(timeout=SRUN_TIMEOUT)
+  finally:
+    process.kill()
+  # The chief's last save comes after the SIGTERM: the step it reached.
+  after = output.split('1: INFO:tensorflow:SIGTERM: stopping after the step '
+                       'in progress, then saving a checkpoint\n', 1)
+  assert len(after) == 2, output[-6000:]
+  saved = re.findall(r'^ *1: INFO:tensorflow:Saving checkpoints for (\d+) ',
+                     after[1], re.M)
+  assert len(saved) == 1, output[-6000:]
+  assert _checkpoint_step(train_dir) == int(saved[0]) >= 5
+  if ending == 'scancel':
+    assert re.search(r'^ *1: INFO:tensorflow:SIGTERM: stopped; saved %s/'
+                     r'model\.ckpt-%s$' % (re.escape(train_dir), saved[0]),
+                     output, re.M), output[-6000:]
+  # At the time limit the chief's session close then hung until Slurm's
+  # SIGKILL, in TensorFlow's LocalMaster::CloseSession, after the save.
+  # The ps task served on for that save.
+  assert re.search(r'^ *0: INFO:tensorflow:SIGTERM: this ps task serves '
+                   r'until no worker listens, so that the chief can save$',
+                   output, re.M), output[-6000:]
