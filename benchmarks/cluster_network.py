@@ -178,6 +178,8 @@ def main(argv=None):
   """Measures, prints and writes the tables and the plot; returns the
   result file's path."""
   args = parse_args(argv)
+  for name in netns.remove_left_behind():
+    print('removed network namespace %s, left by a killed run' % name)
   with netns.removed_on_signals(), cluster_runs.digits_dataset(
       args.dataset_dir) as dataset_dir:
     loadavg = [os.getloadavg()]

@@ -13,8 +13,8 @@ Needs root and iproute2 (`ip`, `tc`). Everything is removed by close() (or
 at the end of a `with` block): deleting a namespace deletes its ends of the
 cables and the bridge. A process killed by SIGTERM or Ctrl-C cleans up too
 when it runs inside `removed_on_signals()`; one killed by SIGKILL leaves
-its namespaces behind (`ip netns list | grep slimnet-` names them, `ip
-netns delete NAME` removes each).
+its namespaces behind, and `remove_left_behind()` deletes them: those of
+networks whose process no longer runs (the name holds the pid).
 
   with removed_on_signals(), Network(3, rate_bits=10**9) as network:
     network.command(0, ['python', 'serve.py'])  # argv run in host 0
@@ -23,6 +23,7 @@ netns delete NAME` removes each).
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -285,6 +286,34 @@ def made_namespaces(prefix):
                           text=True, check=True).stdout
   return [line.split()[0] for line in listed.splitlines()
           if line.startswith(prefix)]
+
+
+def left_behind(names, running):
+  """Of the namespace names, those that a Network of a process that no
+  longer runs made (default names: slimnet-PID-...); `running(pid)` says
+  whether a process runs."""
+  pids = {name: re.match(r'slimnet-(\d+)-', name) for name in names}
+  return [name for name, pid in pids.items()
+          if pid and not running(int(pid.group(1)))]
+
+
+def _runs(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    pass  # Another user's process.
+  return True
+
+
+def remove_left_behind():
+  """Deletes the namespaces that networks of processes killed with SIGKILL
+  left behind; returns their names."""
+  gone = left_behind(made_namespaces('slimnet-'), _runs)
+  for name in gone:
+    _run(['ip', 'netns', 'delete', name])
+  return gone
 
 
 class _Stopped(Exception):

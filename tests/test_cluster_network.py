@@ -49,6 +49,14 @@ def test_the_delay_is_a_netem_qdisc_under_the_htb_class():
       'handle', '10:', 'netem', 'delay', '0.1ms']
 
 
+def test_left_behind_are_the_namespaces_of_processes_that_are_gone():
+  names = ['slimnet-10-1-sw', 'slimnet-10-1-h0', 'slimnet-20-3-h1',
+           'slimnet-x-1-h0', 'slimtest-10-one-h0', 'other']
+  assert netns.left_behind(names, running=lambda pid: pid == 20) == [
+      'slimnet-10-1-sw', 'slimnet-10-1-h0']
+  assert netns.left_behind(names, running=lambda pid: True) == []
+
+
 def test_net_dev_counters_are_received_then_sent_bytes():
   text = (
       'Inter-|   Receive                            |  Transmit\n'

@@ -125,6 +125,44 @@ def test_an_error_inside_the_network_still_removes_it(nothing_left):
   assert not os.path.exists('/proc/%d' % anchor)
 
 
+# Makes a network with the default names, prints its prefix, then waits.
+A_NETWORK_THEN_WAIT = """\
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import netns
+network = netns.Network(2, 100 * 10**6)
+print(network.prefix, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_namespaces_of_a_sigkilled_network_are_removed_later():
+  links = _root_links()
+  child = subprocess.Popen(
+      [sys.executable, '-c', A_NETWORK_THEN_WAIT, BENCHMARKS],
+      stdout=subprocess.PIPE, text=True)
+  try:
+    killed_prefix = child.stdout.readline().strip() + '-'
+  finally:
+    child.kill()
+    child.wait()
+  left = netns.made_namespaces(killed_prefix)
+  try:
+    assert sorted(left) == [killed_prefix + name
+                            for name in ('h0', 'h1', 'sw')]
+    with netns.Network(2, 100 * MBIT) as running:
+      removed = netns.remove_left_behind()
+      assert set(left) <= set(removed)
+      assert netns.made_namespaces(killed_prefix) == []
+      # A network whose process runs stays.
+      assert len(netns.made_namespaces(running.prefix + '-')) == 3
+  finally:
+    for name in netns.made_namespaces(killed_prefix):
+      subprocess.run(['ip', 'netns', 'delete', name], check=False)
+  assert netns.made_namespaces(killed_prefix) == []
+  assert _root_links() == links
+
+
 def _benchmark(tmp_path, digits_dir, *flags):
   return subprocess.Popen(
       [sys.executable, os.path.join(BENCHMARKS, 'cluster_network.py'),
