@@ -33,9 +33,9 @@ report each restart: clusters/restarts.py.
 
 Tasks are stopped with SIGTERM (the chief saves, a ps task exits cleanly),
 then SIGKILL after --grace_secs; the workers first, so that the chief saves
-while its ps tasks still serve, then the ps tasks. Each task is in its own process
-group and, on Linux, dies with the launcher even if the launcher is killed
-with SIGKILL.
+while its ps tasks still serve, then the ps tasks. Each task is in its own
+process group and, on Linux, dies with the launcher even if the launcher
+is killed with SIGKILL.
 """
 
 import argparse

@@ -178,13 +178,13 @@ def test_the_end_of_the_job_lets_the_chief_save_the_step_it_reached(
                      after[1], re.M)
   assert len(saved) == 1, output[-6000:]
   assert _checkpoint_step(train_dir) == int(saved[0]) >= 5
+  # The chief then says it stopped, once its session is closed. At the
+  # time limit that close hung in 4 runs of 11 (in TensorFlow's
+  # LocalMaster::CloseSession, after the save) until Slurm's SIGKILL.
   if ending == 'scancel':
     assert re.search(r'^ *1: INFO:tensorflow:SIGTERM: stopped; saved %s/'
                      r'model\.ckpt-%s$' % (re.escape(train_dir), saved[0]),
                      output, re.M), output[-6000:]
-  # At the time limit the chief's session close then hung in 4 runs of 11
-  # (in TensorFlow's LocalMaster::CloseSession, after the save) until
-  # Slurm's SIGKILL.
   # The ps task served on for that save.
   assert re.search(r'^ *0: INFO:tensorflow:SIGTERM: this ps task serves '
                    r'until no worker listens, so that the chief can save$',
