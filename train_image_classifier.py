@@ -26,6 +26,7 @@ pipeline, the optimizer and the hooks, and runs the loop.
 
 import collections
 import contextlib
+import os
 
 from clusters import peers
 from clusters import replica_session
@@ -49,6 +50,7 @@ from training import preemption
 from training import resume_check
 from training import run_config
 from training import train_dir_lock
+from training import watchdog as watchdog_lib
 from training.errors import ScriptError
 from training.errors import TrainingDiverged
 from training.errors import UsageError
@@ -122,9 +124,21 @@ def train(config, master, stop, extra_hooks=()):
   """
   with tf.Graph().as_default(), holding_train_dir(config):
     graph = build_training_graph(config)
+    loop = config.loop
     if config.is_chief:  # Refuses another model before anything is written.
-      resume_check.prepare_train_dir(config.loop.train_dir,
-                                     tf.global_variables(), config.choices)
+      resumed = resume_check.prepare_train_dir(
+          loop.train_dir, tf.global_variables(), config.choices)
+    else:
+      resumed = tf.train.latest_checkpoint(loop.train_dir)
+    reached = resume_check.reached_last_step(resumed,
+                                             loop.max_number_of_steps)
+    if reached is not None:
+      tf.logging.info(
+          '%s holds global step %d, and --max_number_of_steps is %d: '
+          'nothing left to train; %s is left as it is. Raise '
+          '--max_number_of_steps to train on.', os.path.basename(resumed),
+          reached, loop.max_number_of_steps, loop.train_dir)
+      return
     log_batch_arithmetic(config)
     warn_if_no_gpu(config.deployment)
     with tfrecord_check.naming_corrupt_files(
@@ -134,10 +148,18 @@ def train(config, master, stop, extra_hooks=()):
                                     config.inputs.dataset_dir), \
         stopping_on_divergence(config), \
         naming_collective_failures(config), \
+        step_watchdog(config) as watchdog, \
         training_session(config, graph, master, extra_hooks) as session:
       stop.training_started()
+      steps = 0
       while not session.should_stop() and not stop.requested:
-        session.run(graph.train_op)
+        steps += 1
+        with watchdog.watching('training step %d of this worker' % steps):
+          session.run(graph.train_op)
+      # The final checkpoint and the session's close, in the exit of the
+      # blocks inside the watchdog's.
+      watchdog.watch_until_exit('the end of training (the final checkpoint '
+                                'and the session close)')
     if stop.requested:
       saved = tf.train.latest_checkpoint(config.loop.train_dir)
       tf.logging.info('%s: stopped; %s', stop.requested,
@@ -234,6 +256,14 @@ def holding_train_dir(config):
   if config.is_chief:
     return train_dir_lock.held(config.loop.train_dir)
   return contextlib.nullcontext()
+
+
+def step_watchdog(config):
+  """The watchdog that names a task a step waits for in vain."""
+  return watchdog_lib.StepWatchdog(
+      peers.needed_at_each_step(config.task,
+                                config.sync_optimizer_replicas is not None),
+      config.loop.step_timeout_secs)
 
 
 def log_batch_arithmetic(config):

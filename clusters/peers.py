@@ -50,6 +50,25 @@ def needed_by(task):
           for i, address in enumerate(task.ps_hosts)]
 
 
+def needed_at_each_step(task, sync_replicas=False):
+  """The tasks a step of `task` waits for: [(name, address)].
+
+  Every ps task holds variables a step reads or updates. The other workers
+  take part in a step of all-reduce training (their gradients are summed)
+  and of synchronous ps training (a step waits for their gradients); an
+  asynchronous worker steps without them. [] without a cluster (task
+  None).
+  """
+  if task is None:
+    return []
+  needed = needed_by(task)
+  if task.all_reduce or sync_replicas:
+    needed += [('worker task %d' % i, address)
+               for i, address in enumerate(task.worker_hosts)
+               if i != task.task_index]
+  return needed
+
+
 def why_not_answering(address, timeout_secs=2.0):
   """None when a gRPC server answers at `address`, else why not, in words.
 

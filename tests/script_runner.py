@@ -8,6 +8,7 @@ tests about what a real start prints or when a fork is in doubt.
 """
 
 import atexit
+import hashlib
 import json
 import os
 import re
@@ -261,3 +262,15 @@ def assert_one_usage_error(result, pattern):
   errors = error_lines(result.stdout)
   assert len(errors) == 1, errors
   assert re.fullmatch(pattern, errors[0]), errors[0]
+
+
+def file_digests(directory):
+  """{path relative to directory: sha256 of its bytes}, file by file."""
+  digests = {}
+  for root, _, names in os.walk(directory):
+    for name in names:
+      path = os.path.join(root, name)
+      with open(path, 'rb') as f:
+        digests[os.path.relpath(path, directory)] = hashlib.sha256(
+            f.read()).hexdigest()
+  return digests

@@ -358,3 +358,37 @@ def test_a_step_that_never_ends_stops_on_the_second_sigterm(digits_dir,
       'latest checkpoint, %s, is whole: a resumed run starts there' % latest
   ), rest
   assert _digest(train_dir) == before
+
+
+@pytest.mark.slow
+def test_a_ps_task_that_stops_answering_is_named_and_the_worker_exits(
+    digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  ps_address, worker_address = ['127.0.0.1:%d' % p
+                                for p in launch.free_ports(2)]
+  ps = _start_task(digits_dir, train_dir, ps_address, worker_address, 'ps')
+  worker = start_script(
+      TRAIN, *_train_args(digits_dir, train_dir, '--step_timeout_secs=3'),
+      env=_tf_config([ps_address], [worker_address]))
+  reader = LineReader(worker.stdout)
+  try:
+    reader.until(r'step \d+: loss', timeout=180)
+    os.kill(ps.pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    before = _digest(train_dir)
+    lines = reader.until(r'does not answer', timeout=60)
+    named_after = time.monotonic() - stopped
+    worker.wait(timeout=30)
+    rest = reader.rest()
+  finally:
+    kill_group(worker)
+    reader.close()
+    kill_group(ps)  # SIGKILL ends a stopped process too.
+  assert re.search(
+      r'training step \d+ of this worker has not finished after \d+ s '
+      r'\(bound 3 s, --step_timeout_secs\): ps task 0 at %s \(accepts '
+      r'connections but has not answered\) does not answer\. Stopping this '
+      r'process \(exit 1\)' % re.escape(ps_address), lines[-1]), lines[-1]
+  assert named_after < 30  # 3 s, the probe's 2 s, a busy machine.
+  assert worker.returncode == 1, rest
+  assert _digest(train_dir) == before  # Nothing half-written.

@@ -171,6 +171,32 @@ def test_a_signal_is_seen_while_the_main_thread_waits_in_tensorflow():
   assert exits.at < returned - 1  # During the wait, not after it.
 
 
+def test_a_second_ctrl_c_exits_while_the_step_waits_in_tensorflow():
+  # A handler that records, where Python's would raise KeyboardInterrupt
+  # once the run returns.
+  handled = []
+  previous = signal.signal(signal.SIGINT, lambda *_: handled.append(1))
+  stop, lines, exits = _signal_stop()
+  try:
+    with tf.Graph().as_default():
+      dequeue = tf.queue.FIFOQueue(1, tf.float32).dequeue()
+      with tf.Session() as session, stop:
+        stop.training_started()
+        for delay in (0.2, 0.5):
+          threading.Timer(delay, os.kill,
+                          (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(tf.errors.DeadlineExceededError):
+          session.run(dequeue, options=tf.RunOptions(timeout_in_ms=5000))
+        returned = time.monotonic()
+  finally:
+    signal.signal(signal.SIGINT, previous)
+  assert exits.statuses == [128 + signal.SIGINT]
+  assert exits.at < returned - 1  # During the wait, not after it.
+  assert handled  # Python's handler ran too, once the run returned.
+  assert lines == ['SIGINT again: stopped at once, without finishing the '
+                   'step; the chief keeps the checkpoints']
+
+
 def test_a_first_sigterm_in_training_ends_the_loop_a_second_exits_at_once(
     tmp_path):
   tf.train.update_checkpoint_state(str(tmp_path), 'model.ckpt-7')

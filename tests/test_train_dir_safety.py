@@ -5,7 +5,6 @@ holds train_dir."""
 
 import fcntl
 import glob
-import hashlib
 import os
 import re
 import shutil
@@ -16,6 +15,7 @@ import pytest
 
 from tf2_compat.slim_compat import tf
 from tests.script_runner import assert_one_usage_error
+from tests.script_runner import file_digests
 from tests.script_runner import kill_group
 from tests.script_runner import run_script
 from tests.script_runner import start_script
@@ -47,18 +47,6 @@ def _eval_flags(dataset_dir, checkpoint_path, eval_dir, *extra):
           '--model_name=lenet', '--batch_size=60',
           '--checkpoint_path=%s' % checkpoint_path,
           '--eval_dir=%s' % eval_dir] + list(extra)
-
-
-def _digests(directory):
-  """{path relative to directory: sha256} of every file under it."""
-  digests = {}
-  for root, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(root, name)
-      with open(path, 'rb') as f:
-        digests[os.path.relpath(path, directory)] = hashlib.sha256(
-            f.read()).hexdigest()
-  return digests
 
 
 def _latest_step(train_dir):
@@ -107,7 +95,7 @@ def test_a_lost_index_is_rebuilt_and_training_resumes_from_the_newest_step(
   else:
     with open(index, 'w') as f:
       f.write('model_checkpoint_path: "model.ck')  # A write cut short.
-  step_0 = {name: digest for name, digest in _digests(train_dir).items()
+  step_0 = {name: digest for name, digest in file_digests(train_dir).items()
             if name.startswith('model.ckpt-0.')}
   result = run_script(TRAIN, *_flags(digits_dir, train_dir, 3))
   assert result.returncode == 0, result.stdout[-3000:]
@@ -125,7 +113,7 @@ def test_a_lost_index_is_rebuilt_and_training_resumes_from_the_newest_step(
       train_dir, 'model.ckpt-2') in result.stdout
   assert 'Saving checkpoints for 0 ' not in result.stdout
   assert _latest_step(train_dir) == 3
-  assert {name: digest for name, digest in _digests(train_dir).items()
+  assert {name: digest for name, digest in file_digests(train_dir).items()
           if name.startswith('model.ckpt-0.')} == step_0
 
 
@@ -135,7 +123,7 @@ def test_a_lost_index_is_rebuilt_and_training_resumes_from_the_newest_step(
 @pytest.mark.slow
 def test_resuming_with_another_model_is_refused_with_train_dir_untouched(
     digits_dir, train_dir):
-  before = _digests(train_dir)
+  before = file_digests(train_dir)
   started = time.time()
   result = run_script(TRAIN, *_flags(digits_dir, train_dir, 3,
                                      '--model_name=cifarnet'))
@@ -150,7 +138,7 @@ def test_resuming_with_another_model_is_refused_with_train_dir_untouched(
       r'\(to fine-tune from it: --checkpoint_path=%s with an empty '
       r'--train_dir\)' % (re.escape(train_dir), latest, latest))
   assert elapsed < REFUSAL_SECS
-  assert _digests(train_dir) == before
+  assert file_digests(train_dir) == before
 
 
 def _write_checkpoint(prefix, values, layout=None):
@@ -215,7 +203,7 @@ def test_a_truncated_newest_checkpoint_is_moved_aside_and_training_resumes(
 def test_eval_of_a_directory_evaluates_its_newest_readable_checkpoint(
     digits_dir, train_dir, tmp_path):
   _truncate(os.path.join(train_dir, 'model.ckpt-2.data-00000-of-00001'))
-  before = _digests(train_dir)
+  before = file_digests(train_dir)
   result = run_script(EVAL, *_eval_flags(digits_dir, train_dir,
                                          tmp_path / 'eval'))
   assert result.returncode == 0, result.stdout[-3000:]
@@ -226,7 +214,7 @@ def test_eval_of_a_directory_evaluates_its_newest_readable_checkpoint(
       'truncated: shorter than its index says); reading model.ckpt-0, the '
       'newest readable checkpoint' % train_dir), lines
   assert re.search(r'on 360 examples \(checkpoint step 0\)', result.stdout)
-  assert _digests(train_dir) == before
+  assert file_digests(train_dir) == before
 
 
 @pytest.mark.slow
@@ -253,13 +241,13 @@ def test_a_train_dir_with_no_readable_checkpoint_is_refused_untouched(
                       {'w': [float(step)] * 1000})
     _truncate(os.path.join(train_dir,
                            'model.ckpt-%d.data-00000-of-00001' % step))
-  before = _digests(train_dir)
+  before = file_digests(train_dir)
   with pytest.raises(UsageError, match=re.escape(
       '--train_dir=%s: no checkpoint in it is readable: model.ckpt-2 is '
       'unreadable (model.ckpt-2.data-00000-of-00001 is truncated: shorter '
       'than its index says); model.ckpt-1 is unreadable' % train_dir)):
     resume_check.prepare_train_dir(train_dir, [], _CHOICES)
-  assert _digests(train_dir) == before
+  assert file_digests(train_dir) == before
 
 
 # Case 4: eval with the wrong --model_name.

@@ -34,6 +34,8 @@ TRAIN_RANGES = SHARED_RANGES + (
      '>= 0 (0: checkpoint only at the end)'),
     ('save_summaries_secs', lambda v: v >= 1, '>= 1'),
     ('non_chief_wait_secs', lambda v: v >= 1, '>= 1'),
+    ('step_timeout_secs', lambda v: v > 0,
+     '> 0 (unset: derived from the step times seen)'),
     ('collective_timeout_secs', lambda v: v > 0, '> 0'),
     ('accumulation_steps', lambda v: v >= 1, '>= 1 (1: no accumulation)'),
     ('replica_averaging_steps', lambda v: v >= 1,

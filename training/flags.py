@@ -10,6 +10,7 @@ Upstream defaults are kept. Flags that differ from upstream:
   --quantize_delay   kept, but any value >= 0 fails: tf.contrib.quantize is
                      gone from TF 2.x.
   --ps_strategy, --cache_variable_reads, --non_chief_wait_secs,
+  --step_timeout_secs,
   --ps_hosts, --worker_hosts, --job_name, --slurm, --slurm_port_base
                      new, for clusters (see clusters/cluster.py and
                      clusters/slurm.py).
@@ -135,6 +136,11 @@ flags.DEFINE_boolean('cache_variable_reads', True,
 flags.DEFINE_integer('non_chief_wait_secs', 30,
                      'How often a non-chief worker checks whether the chief '
                      'has initialised the model.')
+flags.DEFINE_float('step_timeout_secs', None,
+                   'A step that runs longer than this makes the worker probe '
+                   'the tasks it needs; one that does not answer is named '
+                   'and the worker exits 1 (None: 20 x the longest recent '
+                   'step, at least 60 s, 600 s for the first step).')
 flags.DEFINE_integer('shuffle_seed', None,
                      'Seed of the input shuffling (None: random).')
 flags.DEFINE_integer('random_seed', None,

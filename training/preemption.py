@@ -21,6 +21,10 @@ Kubernetes). What a SIGTERM does depends on when it comes:
     ends a job (at its time limit, a second one follows the first within a
     second) and stops it with SIGKILL KillWait seconds later, so there a
     second SIGTERM is logged and the stop goes on.
+  * Ctrl-C during training raises KeyboardInterrupt once the step in
+    progress returns; a second Ctrl-C exits at once, status 130, as a
+    second SIGTERM does (a step that waits for a task that does not
+    answer never returns).
 
 Python runs a signal handler only when the main thread comes back to the
 interpreter, never while it waits inside TensorFlow's C++ code (a session
@@ -84,6 +88,7 @@ class SignalStop:
     self._watcher = None
     self._training = False
     self._received = 0
+    self._interrupts = 0  # SIGINTs during training.
     self.requested = None  # The signal's name once one arrived.
 
   def training_started(self):
@@ -144,8 +149,17 @@ class SignalStop:
     """Runs in the watching thread for each signal received."""
     if signum in self._signals:
       self._received += 1
-    elif signum not in self._BEFORE_TRAINING or self._training:
+    elif signum not in self._BEFORE_TRAINING:
       return  # Python's own handler deals with it.
+    elif self._training:
+      # Python's KeyboardInterrupt waits for the main thread to leave
+      # TensorFlow, which a step that waits for a task never does.
+      self._interrupts += 1
+      if self._interrupts > 1:
+        self._log('%s again: stopped at once, without finishing the step; '
+                  '%s', signal.Signals(signum).name, self._what_is_kept())
+        self._exit_now(signum)
+      return
     name = signal.Signals(signum).name
     if not self._training:
       self._log('%s: stopped before the first step; nothing was trained, so '
@@ -176,9 +190,14 @@ class SignalStop:
             'there' % latest)
 
   def _exit_now(self, signum):
-    for stream in (sys.stdout, sys.stderr):
-      try:
-        stream.flush()
-      except (OSError, ValueError):
-        pass
+    flush_output()
     self._exit(128 + signum)
+
+
+def flush_output():
+  """Flushes stdout and stderr before an os._exit, which would not."""
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):
+      pass

@@ -167,6 +167,24 @@ def _repair(train_dir, candidates, index_problem, chosen, skipped, log_fn):
   return chosen
 
 
+def reached_last_step(prefix, last_step):
+  """The global step `prefix` holds when it is at or past `last_step`
+  (--max_number_of_steps), else None: None too without a checkpoint, a
+  last step, or a global step in it.
+
+  A run that resumes there has nothing left to train: its first step would
+  go past the last one, and the save at its end push an older checkpoint
+  out (a requeued job, a restart of a finished cluster).
+  """
+  if prefix is None or last_step is None:
+    return None
+  try:
+    step = int(tf.train.load_checkpoint(prefix).get_tensor('global_step'))
+  except (tf.errors.OpError, ValueError):
+    return None
+  return step if step >= last_step else None
+
+
 def readable_checkpoint(checkpoint_path, log_fn=None):
   """The checkpoint to read for --checkpoint_path, read whole.
 

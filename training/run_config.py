@@ -110,6 +110,8 @@ class LoopConfig:
     log_every_n_steps: steps between progress lines.
     non_chief_wait_secs: how often a non-chief worker checks whether the
       chief has initialised the model.
+    step_timeout_secs: the bound of a step before the tasks it needs are
+      probed (training/watchdog.py); None: derived from the step times.
   """
   train_dir: str
   max_number_of_steps: typing.Optional[int]
@@ -117,6 +119,7 @@ class LoopConfig:
   save_summaries_secs: int
   log_every_n_steps: int
   non_chief_wait_secs: int
+  step_timeout_secs: typing.Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,142 @@
+"""training/watchdog.py: a step that does not finish names the task it waits
+for, with stand-in probes; tests/test_hangs.py stops real tasks."""
+
+import threading
+
+import pytest
+
+from clusters import cluster
+from clusters import peers
+from training import watchdog
+
+_PS = [('ps task 0', '127.0.0.1:2222'), ('ps task 1', '127.0.0.1:2223')]
+
+
+class _Exits:
+  """Stands in for os._exit: records the status instead of exiting."""
+
+  def __init__(self):
+    self.statuses = []
+    self.called = threading.Event()
+
+  def __call__(self, status):
+    self.statuses.append(status)
+    self.called.set()
+
+
+def _watchdog(silent=(), **kwargs):
+  """A StepWatchdog over _PS whose probe finds the addresses in `silent`
+  not answering; returns it, its error and warning lines, its exits and
+  the addresses probed."""
+  errors, warnings, probed, exits = [], [], [], _Exits()
+
+  def probe(address):
+    probed.append(address)
+    return 'accepts connections but has not answered' if (
+        address in silent) else None
+
+  dog = watchdog.StepWatchdog(
+      _PS, log_fn=lambda fmt, *a: errors.append(fmt % a),
+      warn_fn=lambda fmt, *a: warnings.append(fmt % a), exit_fn=exits,
+      probe=probe, poll_secs=0.02, **kwargs)
+  return dog, errors, warnings, exits, probed
+
+
+def test_a_step_past_its_bound_names_the_ps_task_that_does_not_answer():
+  dog, errors, warnings, exits, _ = _watchdog(silent=['127.0.0.1:2223'],
+                                              timeout_secs=0.2)
+  with dog:
+    with dog.watching('training step 7 of this worker'):
+      assert exits.called.wait(10)
+  assert exits.statuses == [1]
+  assert warnings == []
+  assert len(errors) == 1
+  assert errors[0].startswith(
+      'training step 7 of this worker has not finished after 0 s (bound '
+      '0.2 s, --step_timeout_secs): ps task 1 at 127.0.0.1:2223 (accepts '
+      'connections but has not answered) does not answer. Stopping this '
+      'process (exit 1)'), errors[0]
+
+
+def test_a_slow_step_whose_tasks_all_answer_warns_and_waits_on():
+  dog, errors, warnings, exits, _ = _watchdog(timeout_secs=0.1)
+  done = threading.Event()
+  with dog:
+    with dog.watching('training step 2 of this worker'):
+      # Warnings at 0.1 s and 0.2 s (the bound doubles), not at 0.3 s.
+      done.wait(0.35)
+  assert exits.statuses == []
+  assert errors == []
+  assert len(warnings) == 2, warnings
+  assert warnings[0] == (
+      'training step 2 of this worker has not finished after 0 s (bound '
+      '0.1 s, --step_timeout_secs); every task it needs answers (ps task 0, '
+      'ps task 1), so it waits on its own work or its input. Still waiting.')
+  assert '(bound 0.2 s, --step_timeout_secs)' in warnings[1]
+
+
+def test_a_step_within_its_bound_probes_nothing():
+  dog, errors, warnings, exits, probed = _watchdog(
+      silent=['127.0.0.1:2222'], timeout_secs=5)
+  with dog:
+    for _ in range(3):
+      with dog.watching('a step'):
+        threading.Event().wait(0.05)
+    threading.Event().wait(0.1)  # Between steps nothing is watched.
+  assert (probed, errors, warnings, exits.statuses) == ([], [], [], [])
+
+
+def test_the_end_of_training_is_watched_until_the_watchdog_exits():
+  dog, errors, _, exits, _ = _watchdog(silent=['127.0.0.1:2222'],
+                                       timeout_secs=0.1)
+  with dog:
+    dog.watch_until_exit('the end of training')
+    assert exits.called.wait(10)
+  assert errors[0].startswith('the end of training has not finished')
+  assert 'ps task 0 at 127.0.0.1:2222' in errors[0]
+
+
+@pytest.mark.parametrize('step_secs, bound', [
+    ([], 600.0),          # The first step: graph optimisation, warm-up.
+    ([0.05] * 50, 60.0),  # At least a minute.
+    ([0.5, 4.0, 1.0], 80.0),  # 20 x the longest recent step.
+])
+def test_the_derived_bound_follows_the_step_times(step_secs, bound):
+  assert watchdog.derived_bound(step_secs) == bound
+
+
+def test_the_bound_forgets_steps_older_than_the_last_hundred():
+  dog = watchdog.StepWatchdog([])
+  clock_values = iter([0.0, 30.0] + [30.0 + i for i in range(201)])
+  dog._clock = type('Clock', (), {'monotonic': lambda: next(clock_values)})
+  with dog.watching('a slow step'):   # 30 s
+    pass
+  assert dog.bound() == 600.0
+  for _ in range(100):                # 100 steps of 1 s push it out.
+    with dog.watching('a step'):
+      pass
+  assert dog.bound() == 60.0
+
+
+def _task(job_name, task_index, num_ps):
+  workers = ['127.0.0.1:300%d' % i for i in range(3)]
+  ps = ['127.0.0.1:400%d' % i for i in range(num_ps)]
+  return cluster.ClusterTask(ps, workers, job_name, task_index)
+
+
+@pytest.mark.parametrize('num_ps, sync_replicas, expected', [
+    (1, False, [('ps task 0', '127.0.0.1:4000')]),
+    (1, True, [('ps task 0', '127.0.0.1:4000'),
+               ('worker task 0', '127.0.0.1:3000'),
+               ('worker task 2', '127.0.0.1:3002')]),
+    (0, False, [('worker task 0', '127.0.0.1:3000'),
+                ('worker task 2', '127.0.0.1:3002')]),
+])
+def test_a_step_needs_the_ps_tasks_and_in_lockstep_the_other_workers(
+    num_ps, sync_replicas, expected):
+  task = _task('worker', 1, num_ps)
+  assert peers.needed_at_each_step(task, sync_replicas) == expected
+
+
+def test_a_step_without_a_cluster_needs_no_task():
+  assert peers.needed_at_each_step(None) == []

@@ -1,0 +1,186 @@
+"""Says which task a step waits for when the step does not finish.
+
+A step runs in TensorFlow's C++ code. When a task it needs stops answering
+without closing its connections (a ps task stopped with SIGSTOP or by a
+debugger, a machine frozen or swapping, a network that drops packets), the
+step waits for ever and neither gRPC nor TensorFlow says a word. So a thread
+of our own watches each step:
+
+  * a step that runs past the bound makes it probe the tasks the step
+    needs (clusters/peers.py: a gRPC server answers a new connection at
+    once, a stopped one does not);
+  * when one does not answer, it logs an error naming the task, its
+    address and why, and ends the process with status 1, so that the
+    launcher or Slurm restarts it (a restarted worker then waits for the
+    task at start-up, saying so every few seconds). Nothing is saved on the
+    way out: the variables to save live on the task that does not answer,
+    and the latest checkpoint is whole;
+  * when every task answers, the step is slow of itself (its input, a
+    busy machine): a warning says so and the watch goes on, the bound
+    doubled for the next warning.
+
+The bound is --step_timeout_secs when given. Otherwise it follows the step
+times seen: 20 times the longest of the last 100 steps, at least 60 s, and
+10 minutes for the first step (graph optimisation, the input's warm-up).
+The end of training (the final checkpoint, the session's close) is watched
+as one more step.
+
+  with watchdog.StepWatchdog(peers.needed_at_each_step(task, sync)) as dog:
+    while ...:
+      with dog.watching('step'):
+        session.run(train_op)
+"""
+
+import collections
+import contextlib
+import os
+import threading
+import time
+
+from clusters import peers as peers_lib
+from tf2_compat.slim_compat import tf
+from training import preemption
+
+FIRST_STEP_SECS = 600.0
+MIN_BOUND_SECS = 60.0
+STEP_TIME_FACTOR = 20
+RECENT_STEPS = 100
+EXIT_STATUS = 1
+
+
+def derived_bound(step_secs):
+  """The bound of the next step, from the durations of recent steps."""
+  if not step_secs:
+    return FIRST_STEP_SECS
+  return max(MIN_BOUND_SECS, STEP_TIME_FACTOR * max(step_secs))
+
+
+class StepWatchdog:
+  """Watches steps from a thread; names a task that stops answering.
+
+  Args:
+    peers: [(name, address)] of the tasks a step needs, e.g.
+      clusters.peers.needed_at_each_step(task, sync); [] without a cluster.
+    timeout_secs: the bound of every step; None derives it from the steps
+      seen (see derived_bound).
+    log_fn: where the error naming a task goes (tf.logging.error).
+    warn_fn: where the warning of a slow step goes (tf.logging.warning).
+    exit_fn: ends the process; os._exit by default, which works from the
+      watching thread while the main thread waits in TensorFlow.
+    probe: clusters.peers.why_not_answering, or a stand-in.
+    clock: the time module, or a stand-in with monotonic().
+    poll_secs: how often the thread looks at the step in progress.
+  """
+
+  def __init__(self, peers, timeout_secs=None, log_fn=None, warn_fn=None,
+               exit_fn=os._exit,  # pylint: disable=protected-access
+               probe=peers_lib.why_not_answering, clock=time, poll_secs=1.0):
+    self._peers = list(peers)
+    self._timeout_secs = timeout_secs
+    self._log = log_fn or tf.logging.error
+    self._warn = warn_fn or tf.logging.warning
+    self._exit = exit_fn
+    self._probe = probe
+    self._clock = clock
+    self._poll_secs = poll_secs
+    self._step_secs = collections.deque(maxlen=RECENT_STEPS)
+    self._lock = threading.Lock()
+    self._closed = threading.Event()
+    self._watched = None  # (what, started, bound) of the watched period.
+    self._thread = None
+
+  def bound(self):
+    """The bound of the next step, in seconds."""
+    if self._timeout_secs:
+      return self._timeout_secs
+    with self._lock:
+      return derived_bound(self._step_secs)
+
+  def _describe_bound(self, bound):
+    if self._timeout_secs:
+      return '%g s, --step_timeout_secs' % bound
+    return ('%d s, derived from the steps seen; --step_timeout_secs sets it'
+            % bound)
+
+  @contextlib.contextmanager
+  def watching(self, what, counts_as_step=True):
+    """Watches the block, e.g. one session.run, as `what` ('step 12').
+
+    Args:
+      what: how the error and the warning name the block.
+      counts_as_step: whether its duration joins the step times the
+        derived bound follows.
+    """
+    started = self._clock.monotonic()
+    bound = self.bound()
+    with self._lock:
+      self._watched = (what, started, bound)
+    try:
+      yield
+    finally:
+      with self._lock:
+        self._watched = None
+        if counts_as_step:
+          self._step_secs.append(self._clock.monotonic() - started)
+
+  def watch_until_exit(self, what):
+    """Watches from now until the watchdog's block ends, as `what`: the
+    end of training, whose final save and session close run in the
+    __exit__ of blocks inside the watchdog's."""
+    watched = (what, self._clock.monotonic(), self.bound())
+    with self._lock:
+      self._watched = watched
+
+  def __enter__(self):
+    self._thread = threading.Thread(target=self._watch, name='StepWatchdog',
+                                    daemon=True)
+    self._thread.start()
+    return self
+
+  def __exit__(self, *unused_exc_info):
+    with self._lock:
+      self._watched = None
+    self._closed.set()
+    self._thread.join(timeout=5)
+
+  def _watch(self):
+    while not self._closed.wait(self._poll_secs):
+      with self._lock:
+        watched = self._watched
+      if watched is None:
+        continue
+      what, started, bound = watched
+      elapsed = self._clock.monotonic() - started
+      if elapsed >= bound:
+        self._check(watched, elapsed)
+
+  def _check(self, watched, elapsed):
+    """Probes the peers once the `watched` period ran past its bound: ends
+    the process when one does not answer, else warns and doubles the
+    bound."""
+    what, started, bound = watched
+    silent = []
+    for name, address in self._peers:
+      why = self._probe(address)
+      if why is not None:
+        silent.append('%s at %s (%s)' % (name, address, why))
+    if silent:
+      self._log(
+          '%s has not finished after %d s (bound %s): %s does not answer. '
+          'Stopping this process (exit %d) so that it can be restarted; it '
+          'waits for the task at start-up, and the latest checkpoint is '
+          'whole.', what, elapsed, self._describe_bound(bound),
+          ' and '.join(silent), EXIT_STATUS)
+      preemption.flush_output()
+      self._exit(EXIT_STATUS)
+      return
+    answering = ', '.join(name for name, _ in self._peers)
+    self._warn(
+        '%s has not finished after %d s (bound %s); %s, so it waits on its '
+        'own work or its input. Still waiting.', what, elapsed,
+        self._describe_bound(bound),
+        'every task it needs answers (%s)' % answering if answering
+        else 'it needs no other task')
+    with self._lock:
+      if self._watched is watched:  # Still the same period.
+        self._watched = (what, started, 2 * bound)
