@@ -42,6 +42,7 @@ from training import divergence
 from training import fine_tune
 from training import hooks
 from training import input_position
+from training import last_step
 from training import inputs
 from training import lookup
 from training import model_size
@@ -201,6 +202,9 @@ def build_training_graph(config):
       optimizer = tf.train.SyncReplicasOptimizer(
           optimizer, replicas_to_aggregate=replicas_to_aggregate,
           total_num_replicas=total_replicas)
+    elif config.stops_among_async_workers:
+      optimizer = last_step.StopsAtLastStep(optimizer,
+                                            config.loop.max_number_of_steps)
   variable_averages = None
   if config.optimizer.moving_average_decay:
     with tf.device(deployment.variables_device()):

@@ -173,6 +173,14 @@ class RunConfig:
     return self.optimizer.replicas_to_aggregate, self.num_workers
 
   @property
+  def stops_among_async_workers(self):
+    """Whether several asynchronous workers share the last step, so that
+    each update claims its step (training/last_step.py)."""
+    return bool(self.loop.max_number_of_steps and
+                self.deployment.num_ps_tasks and self.num_workers > 1 and
+                not self.optimizer.sync_replicas)
+
+  @property
   def choices(self):
     """The checkpoint_fit.Choices a refused checkpoint is compared with."""
     return checkpoint_fit.Choices(self.model.model_name,

@@ -1,0 +1,79 @@
+"""Asynchronous workers that stop at --max_number_of_steps, not past it.
+
+Each asynchronous worker applies its update and increments the global step
+on the ps tasks, then its StopAtStepHook sees whether the last step is
+reached. Two workers that both start their step at the last step but one
+both apply: training ends one or two steps past --max_number_of_steps (13
+runs of 15 with 2 workers), and the final checkpoint with it.
+
+StopsAtLastStep makes each update claim its step first. The claim is one
+atomic increment of the global step on its ps task; its value decides:
+
+  * at most the last step: the update is applied (without incrementing the
+    global step again);
+  * past it: nothing is applied and the claim is given back (the global
+    step decremented), so that the global step ends at the last step.
+
+The increment and the read of its result are two ops, so a claim may read
+a value raised by another worker's claim in between: it is then refused
+although its own step was free, and the worker tries again at its next
+step. A claim is never accepted past the last step.
+
+Only asynchronous ps training with several workers needs this: a single
+process stops after the step that reaches the last, and synchronous and
+all-reduce workers step together.
+"""
+
+from deployment import apply_when
+from tf2_compat.slim_compat import tf
+
+
+class StopsAtLastStep:
+  """An optimizer whose updates stop at `last_step` among asynchronous
+  workers; anything but apply_gradients goes to `optimizer`.
+
+  Args:
+    optimizer: a tf.compat.v1.train.Optimizer.
+    last_step: the global step training stops at.
+  """
+
+  def __init__(self, optimizer, last_step):
+    self._optimizer = optimizer
+    self._last_step = last_step
+
+  def __getattr__(self, name):
+    return getattr(self._optimizer, name)
+
+  def compute_gradients(self, *args, **kwargs):
+    return self._optimizer.compute_gradients(*args, **kwargs)
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    """The update, applied only when it claims a step at most the last."""
+    if global_step is None:
+      return self._optimizer.apply_gradients(grads_and_vars, name=name)
+    with tf.device(global_step.device), tf.name_scope('claim_step'):
+      one = tf.constant(1, global_step.dtype.base_dtype)
+      claim = tf.raw_ops.AssignAddVariableOp(resource=global_step.handle,
+                                             value=one)
+      with tf.control_dependencies([claim]):
+        claimed = tf.raw_ops.ReadVariableOp(resource=global_step.handle,
+                                            dtype=one.dtype)
+      free = tf.less_equal(claimed, tf.cast(self._last_step, one.dtype))
+      # Each output is live on one path only: refused, or free.
+      refused, accepted = tf.raw_ops.Switch(data=free, pred=free)
+      # A control edge from the Switch op would be live on both paths: an
+      # edge from the identity of its output is dead with that output.
+      refused = tf.identity(refused)
+      with tf.control_dependencies([refused]):
+        given_back = tf.raw_ops.AssignSubVariableOp(
+            resource=global_step.handle, value=one)
+      with tf.control_dependencies([given_back]):
+        refused_done = tf.identity(refused)
+    applied = self._optimizer.apply_gradients(
+        [(None if g is None else apply_when.when_true(g, free), v)
+         for g, v in grads_and_vars], name=name)
+    with tf.control_dependencies([applied]):
+      accepted_done = tf.identity(accepted)
+    return tf.group(tf.raw_ops.Merge(inputs=[refused_done,
+                                             accepted_done]).output,
+                    name='update_or_give_back')
