@@ -26,6 +26,7 @@ pipeline, the optimizer and the hooks, and runs the loop.
 
 import collections
 import contextlib
+import functools
 import os
 
 from clusters import peers
@@ -202,7 +203,7 @@ def build_training_graph(config):
       optimizer = tf.train.SyncReplicasOptimizer(
           optimizer, replicas_to_aggregate=replicas_to_aggregate,
           total_num_replicas=total_replicas)
-    elif config.stops_among_async_workers:
+    elif config.async_workers and config.loop.max_number_of_steps:
       optimizer = last_step.StopsAtLastStep(optimizer,
                                             config.loop.max_number_of_steps)
   variable_averages = None
@@ -296,8 +297,8 @@ def training_session(config, graph, master, extra_hooks):
   """The MonitoredSession: checkpoints, summaries, progress, stop step."""
   loop = config.loop
   all_reduce = config.deployment.all_reduce_replicas
-  saver, scaffold = saver_and_scaffold(config, graph)
-  chief_hooks, history = chief_only_hooks(config, saver, scaffold)
+  saver, scaffold, snapshot = saver_and_scaffold(config, graph)
+  chief_hooks, history = chief_only_hooks(config, saver, scaffold, snapshot)
   session_hooks = hooks.session_hooks(
       graph.total_loss, config.is_chief, chief_hooks,
       every_worker_hooks(config, graph, master) + list(extra_hooks), history)
@@ -326,17 +327,27 @@ def training_session(config, graph, master, extra_hooks):
 
 
 def saver_and_scaffold(config, graph):
-  """The Saver of the checkpoints, and the Scaffold whose saver restores:
-  the chief's skips the input position of another input layout."""
+  """The Saver of the checkpoints, the Scaffold whose saver restores (the
+  chief's skips the input position of another input layout), and the
+  StepSnapshot the Saver saves as the global step (None but for the chief
+  of asynchronous workers)."""
+  snapshot = None
+  if config.is_chief and config.async_workers:
+    snapshot = last_step.StepSnapshot(tf.train.get_global_step())
   # Relative paths: a copied train_dir names its own checkpoints.
-  saver = graph.batches.saver(max_to_keep=5, save_relative_paths=True)
+  saver = graph.batches.saver(
+      saved_instead=snapshot and snapshot.saved_names(), max_to_keep=5,
+      save_relative_paths=True)
   restoring_saver = None
   if config.is_chief:
     restoring_saver = graph.batches.restoring_saver(config.loop.train_dir)
+    if restoring_saver is None and snapshot is not None:
+      # The checkpoint's global step restores into the global step.
+      restoring_saver = graph.batches.saver(max_to_keep=None)
   scaffold = tf.train.Scaffold(init_fn=graph.init_fn,
                                summary_op=graph.summary_op,
                                saver=restoring_saver or saver)
-  return saver, scaffold
+  return saver, scaffold, snapshot
 
 
 def every_worker_hooks(config, graph, master):
@@ -359,15 +370,19 @@ def every_worker_hooks(config, graph, master):
   return worker_hooks
 
 
-def chief_only_hooks(config, saver, scaffold):
+def chief_only_hooks(config, saver, scaffold, snapshot=None):
   """The chief's checkpoint and summary hooks, and the CheckpointHistory
-  judged when training diverges; ([], None) on other workers."""
+  judged when training diverges; ([], None) on other workers. With a
+  StepSnapshot, each checkpoint is named after the snapshot it saves."""
   if not config.is_chief:  # Building the saver hook on a worker would log it.
     return [], None
   loop = config.loop
   history = divergence.CheckpointHistory(tf.trainable_variables())
+  saver_hook = (functools.partial(last_step.SnapshotCheckpointSaverHook,
+                                  snapshot) if snapshot
+                else hooks.CheckpointSaverHook)
   chief_hooks = [
-      hooks.CheckpointSaverHook(
+      saver_hook(
           loop.train_dir, save_secs=loop.save_interval_secs or None,
           save_steps=None if loop.save_interval_secs else 10 ** 12,
           saver=saver,

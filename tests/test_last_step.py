@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tf2_compat.slim_compat import tf
+from training import hooks
 from training import last_step
 
 
@@ -87,3 +88,64 @@ def test_other_attributes_are_the_wrapped_optimizers():
 def test_the_global_step_never_passes_a_small_last_step(last):
   step, weight, _ = _run_workers(guarded=True, last=last, steps_each=10)
   assert (step, weight) == (last, -float(last))
+
+
+def _saved_steps(saver_hook_class, checkpoint_dir):
+  """Trains 15 steps while another session increments the global step as
+  fast as it can, saving a checkpoint after each with `saver_hook_class`
+  (a StepSnapshot's hook, or the plain one); returns [(the step a
+  checkpoint is named after, the global step it holds)]."""
+  server = tf.distribute.Server.create_local_server()
+  with tf.Graph().as_default() as graph:
+    global_step = tf.train.get_or_create_global_step()
+    weight = tf.Variable(1.0, name='weight')
+    step = global_step.assign_add(1)
+    if saver_hook_class is last_step.SnapshotCheckpointSaverHook:
+      snapshot = last_step.StepSnapshot(global_step)
+      saver = tf.train.Saver({'global_step': snapshot.variable,
+                              'weight': weight}, max_to_keep=100)
+      hook = saver_hook_class(snapshot, checkpoint_dir, save_steps=1,
+                              saver=saver)
+    else:
+      saver = tf.train.Saver(max_to_keep=100)
+      hook = saver_hook_class(checkpoint_dir, save_steps=1, saver=saver)
+    other_worker = threading.Event()
+
+    def step_elsewhere():
+      # The default graph is the thread's own: name the graph.
+      with tf.Session(server.target, graph=graph) as elsewhere:
+        while not other_worker.is_set():
+          elsewhere.run(step)
+
+    creator = tf.train.ChiefSessionCreator(
+        master=server.target,
+        scaffold=tf.train.Scaffold(saver=tf.train.Saver()))
+    with tf.train.MonitoredSession(creator, hooks=[hook]) as session:
+      thread = threading.Thread(target=step_elsewhere)
+      thread.start()
+      try:
+        for _ in range(15):
+          session.run(step)
+      finally:
+        other_worker.set()
+        thread.join(timeout=30)
+  state = tf.train.get_checkpoint_state(checkpoint_dir)
+  return [(int(path.rsplit('-', 1)[1]),
+           int(tf.train.load_checkpoint(path).get_tensor('global_step')))
+          for path in state.all_model_checkpoint_paths]
+
+
+@pytest.mark.xdist_group('loopback')
+def test_each_checkpoint_is_named_after_the_step_it_holds(tmp_path):
+  saved = _saved_steps(last_step.SnapshotCheckpointSaverHook,
+                       str(tmp_path / 'snapshot'))
+  assert len(saved) >= 10
+  assert [named for named, _ in saved] == [held for _, held in saved]
+  # The other session really stepped in between.
+  assert saved[-1][0] > 15
+
+
+@pytest.mark.xdist_group('loopback')
+def test_without_the_snapshot_names_lag_the_steps_held(tmp_path):
+  saved = _saved_steps(hooks.CheckpointSaverHook, str(tmp_path / 'plain'))
+  assert any(named != held for named, held in saved), saved

@@ -26,6 +26,7 @@ gets which varies. With several workers only the chief saves, so only the
 chief's shard resumes exactly; the others start their shard over.
 """
 
+from tensorflow.python.training.saving import saveable_object_util
 from tensorflow.python.util import deprecation
 
 from tf2_compat.slim_compat import tf
@@ -79,12 +80,20 @@ class PositionedBatches:
   def next_batch(self):
     return self._iterator.get_next()
 
-  def saver(self, **kwargs):
-    """A tf.train.Saver of the model, the input position and its layout."""
-    return tf.train.Saver(
-        tf.global_variables() + tf.get_collection(
-            tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable],
-        **kwargs)
+  def saver(self, saved_instead=None, **kwargs):
+    """A tf.train.Saver of the model, the input position and its layout.
+
+    Args:
+      saved_instead: {checkpoint name: variable} saved under those names in
+        place of the variables named so (training/last_step.StepSnapshot).
+      **kwargs: tf.train.Saver's.
+    """
+    saved = tf.global_variables() + tf.get_collection(
+        tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable]
+    if saved_instead:
+      saved = saveable_object_util.op_list_to_dict(saved)
+      saved.update(saved_instead)
+    return tf.train.Saver(saved, **kwargs)
 
   def restoring_saver(self, checkpoint_dir, log_fn=None):
     """A Saver for resuming from checkpoint_dir's latest checkpoint.

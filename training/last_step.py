@@ -1,4 +1,5 @@
-"""Asynchronous workers that stop at --max_number_of_steps, not past it.
+"""Asynchronous workers that stop at --max_number_of_steps, not past it,
+and checkpoints named after the step they hold.
 
 Each asynchronous worker applies its update and increments the global step
 on the ps tasks, then its StopAtStepHook sees whether the last step is
@@ -26,6 +27,7 @@ all-reduce workers step together.
 
 from deployment import apply_when
 from tf2_compat.slim_compat import tf
+from training import hooks
 
 
 class StopsAtLastStep:
@@ -77,3 +79,59 @@ class StopsAtLastStep:
     return tf.group(tf.raw_ops.Merge(inputs=[refused_done,
                                              accepted_done]).output,
                     name='update_or_give_back')
+
+
+SNAPSHOT_NAME = 'saved_global_step'
+
+
+class StepSnapshot:
+  """The global step a checkpoint is named after, and the one it holds.
+
+  The checkpoint hook reads the global step for the name, then the Saver
+  reads it again as it saves; other asynchronous workers step in between,
+  so `model.ckpt-2001` could hold global step 2002. The chief's Saver
+  saves this snapshot under the global step's name instead, and the hook
+  names the checkpoint after the value it took: one read for both.
+
+  A variable of no collection, on the global step's device: no other
+  worker initialises, restores or waits for it.
+
+  Args:
+    global_step: the global step variable.
+  """
+
+  def __init__(self, global_step):
+    with tf.device(global_step.device):
+      self.variable = tf.Variable(
+          0, dtype=global_step.dtype.base_dtype, trainable=False,
+          collections=[], name=SNAPSHOT_NAME, use_resource=True)
+      taken = tf.raw_ops.AssignVariableOp(
+          resource=self.variable.handle, value=global_step.read_value())
+      with tf.control_dependencies([taken]):
+        self.take = tf.raw_ops.ReadVariableOp(
+            resource=self.variable.handle,
+            dtype=global_step.dtype.base_dtype)
+    self.name = global_step.op.name
+
+  def saved_names(self):
+    """{checkpoint name: variable} to save in place of the global step."""
+    return {self.name: self.variable}
+
+
+class SnapshotCheckpointSaverHook(hooks.CheckpointSaverHook):
+  """A checkpoint hook that names each checkpoint after the StepSnapshot
+  it takes right before saving.
+
+  Args:
+    snapshot: the StepSnapshot the hook's saver saves as the global step.
+    *args, **kwargs: those of hooks.CheckpointSaverHook.
+  """
+
+  def __init__(self, snapshot, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._snapshot = snapshot
+
+  def _save(self, session, step):
+    step = int(session.run(self._snapshot.take))
+    self._timer.update_last_triggered_step(step)
+    return super()._save(session, step)

@@ -173,11 +173,11 @@ class RunConfig:
     return self.optimizer.replicas_to_aggregate, self.num_workers
 
   @property
-  def stops_among_async_workers(self):
-    """Whether several asynchronous workers share the last step, so that
-    each update claims its step (training/last_step.py)."""
-    return bool(self.loop.max_number_of_steps and
-                self.deployment.num_ps_tasks and self.num_workers > 1 and
+  def async_workers(self):
+    """Whether several workers step asynchronously on shared ps tasks: each
+    update claims its step up to the last, and the chief's checkpoints
+    save a snapshot of the global step (training/last_step.py)."""
+    return bool(self.deployment.num_ps_tasks and self.num_workers > 1 and
                 not self.optimizer.sync_replicas)
 
   @property
