@@ -230,9 +230,11 @@ def add_losses(logits, end_points, labels, num_classes, label_smoothing):
 
 def holding_train_dir(config):
   """The chief writes the checkpoints: it holds train_dir's lock for the
-  run (training/train_dir_lock.py); other workers hold nothing."""
+  run as --train_dir_lock says (training/train_dir_lock.py); other workers
+  hold nothing."""
   if config.is_chief:
-    return train_dir_lock.held(config.loop.train_dir)
+    return train_dir_lock.held(config.loop.train_dir,
+                               config.loop.train_dir_lock)
   return contextlib.nullcontext()
 
 
