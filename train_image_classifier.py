@@ -49,6 +49,7 @@ from training import preemption
 from training import resume_check
 from training import run_config
 from training import train_dir_lock
+from training.errors import LastingFailure
 from training.errors import ScriptError
 from training.errors import TrainingDiverged
 from training.errors import UsageError
@@ -352,7 +353,8 @@ def stopping_on_divergence(config):
   """Turns a NaN loss or NaN weights into TrainingDiverged (exit 3), once
   the chief has made the newest checkpoint that had not diverged the
   latest (training/divergence.py); a failed checkpoint write into a
-  ScriptError (exit 1)."""
+  LastingFailure (exit 2) when a restart would meet it again (a full or
+  read-only disk), else a ScriptError (exit 1)."""
   try:
     yield
   except (hooks.NanLossError, hooks.NonFiniteWeightsError) as e:
@@ -362,7 +364,7 @@ def stopping_on_divergence(config):
         'step 0 (initialised from --checkpoint_path=%s)' % checkpoint_path
         if checkpoint_path else 'step 0')) from None
   except hooks.CheckpointWriteError as e:
-    raise ScriptError(str(e)) from None
+    raise (LastingFailure if e.lasting else ScriptError)(str(e)) from None
 
 
 @contextlib.contextmanager
