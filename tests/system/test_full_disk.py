@@ -44,7 +44,7 @@ def _flags(digits_dir, train_dir, steps):
           '--save_interval_secs=0', '--train_dir=%s' % train_dir]
 
 
-def test_a_full_disk_exits_2_leaving_no_temporary_file_and_resumes_once_it_has_room(  # pylint: disable=line-too-long
+def test_a_full_disk_exits_2_without_temporary_files_then_resumes(
     disk, digits_dir):
   train_dir = os.path.join(disk, 'train')
   result = run_script(TRAIN, *_flags(digits_dir, train_dir, 3))
