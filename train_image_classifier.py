@@ -53,6 +53,7 @@ from training import resume_check
 from training import run_config
 from training import train_dir_lock
 from training import watchdog as watchdog_lib
+from training.errors import LastingFailure
 from training.errors import ScriptError
 from training.errors import TrainingDiverged
 from training.errors import UsageError
@@ -257,9 +258,11 @@ def add_losses(logits, end_points, labels, num_classes, label_smoothing):
 
 def holding_train_dir(config):
   """The chief writes the checkpoints: it holds train_dir's lock for the
-  run (training/train_dir_lock.py); other workers hold nothing."""
+  run as --train_dir_lock says (training/train_dir_lock.py); other workers
+  hold nothing."""
   if config.is_chief:
-    return train_dir_lock.held(config.loop.train_dir)
+    return train_dir_lock.held(config.loop.train_dir,
+                               config.loop.train_dir_lock)
   return contextlib.nullcontext()
 
 
@@ -399,7 +402,8 @@ def stopping_on_divergence(config):
   """Turns a NaN loss or NaN weights into TrainingDiverged (exit 3), once
   the chief has made the newest checkpoint that had not diverged the
   latest (training/divergence.py); a failed checkpoint write into a
-  ScriptError (exit 1)."""
+  LastingFailure (exit 2) when a restart would meet it again (a full or
+  read-only disk), else a ScriptError (exit 1)."""
   try:
     yield
   except (hooks.NanLossError, hooks.NonFiniteWeightsError) as e:
@@ -409,7 +413,7 @@ def stopping_on_divergence(config):
         'step 0 (initialised from --checkpoint_path=%s)' % checkpoint_path
         if checkpoint_path else 'step 0')) from None
   except hooks.CheckpointWriteError as e:
-    raise ScriptError(str(e)) from None
+    raise (LastingFailure if e.lasting else ScriptError)(str(e)) from None
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
-"""SIGTERM saves and exits 0; a failed checkpoint write is named and keeps
-the previous checkpoint."""
+"""SIGTERM saves and exits 0; a failed checkpoint write is named, keeps
+the previous checkpoint and leaves no temporary file."""
 
 import os
 import random
@@ -79,6 +79,11 @@ def _limit_file_size(max_bytes):
   return preexec
 
 
+def _checkpoint_files(train_dir):
+  return sorted(name for name in os.listdir(train_dir)
+                if name.startswith(('model.ckpt', 'checkpoint')))
+
+
 @pytest.mark.slow
 def test_a_failed_checkpoint_write_is_named_and_keeps_the_last_one(
     digits_dir, tmp_path):
@@ -86,6 +91,7 @@ def test_a_failed_checkpoint_write_is_named_and_keeps_the_last_one(
   result = run_script(TRAIN, *_flags(digits_dir, train_dir, 5))
   assert result.returncode == 0, result.stdout[-3000:]
   assert _latest_step(train_dir) == 5
+  saved = _checkpoint_files(train_dir)
   # A disk that fills up: no file may grow past 1 MB, and LeNet's
   # checkpoint is 13 MB (Python ignores SIGXFSZ: the write fails, EFBIG).
   result = subprocess.run(
@@ -94,7 +100,8 @@ def test_a_failed_checkpoint_write_is_named_and_keeps_the_last_one(
       cwd=REPO, env=script_env(), stdout=subprocess.PIPE,
       stderr=subprocess.STDOUT, text=True, timeout=300,
       preexec_fn=_limit_file_size(1 << 20))
-  assert result.returncode == 1, result.stdout[-3000:]
+  # The limit would stop a restarted run too: exit 2, never restarted.
+  assert result.returncode == 2, result.stdout[-3000:]
   assert 'Traceback' not in result.stdout
   errors = [l for l in result.stdout.splitlines() if l.startswith('error:')]
   assert len(errors) == 1
@@ -105,6 +112,10 @@ def test_a_failed_checkpoint_write_is_named_and_keeps_the_last_one(
   assert _latest_step(train_dir) == 5
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
   assert reader.get_tensor('global_step') == 5
+  # Each failed save removed what it began (model.ckpt-N...tempstate...).
+  assert _checkpoint_files(train_dir) == saved
+  assert 'removed the temporary files of the failed save of step' in (
+      result.stdout)
 
 
 class _Exits:

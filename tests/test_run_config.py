@@ -104,6 +104,8 @@ def test_every_bad_flag_is_reported_at_once(digits_dir):
      'checkpoint only at the end), got -5'),
     (['--ps_strategy=random'], '--ps_strategy=random is not known; use one '
      'of round_robin, by_size'),
+    (['--train_dir_lock=fcntl'], '--train_dir_lock=fcntl is not known; use '
+     'one of flock, none'),
     (['--train_dir='], '--train_dir is required'),
     (['--worker_replicas=2', '--sync_replicas', '--replicas_to_aggregate=3',
       '--num_ps_tasks=1'],
@@ -260,6 +262,7 @@ def test_parts_hold_the_flags(digits_dir, tmp_path):
              '--clip_gradient_norm=5', '--precision=mixed_bfloat16',
              '--sync_batch_norm', '--shuffle_seed=7', '--num_readers=2',
              '--train_image_size=32', '--preprocessing_name=cifarnet',
+             '--train_dir_lock=none',
              '--trainable_scopes=LeNet/fc3, LeNet/fc4',
              '--checkpoint_exclude_scopes=LeNet/fc4',
              '--max_number_of_steps=50', '--save_interval_secs=0',
@@ -283,7 +286,8 @@ def test_parts_hold_the_flags(digits_dir, tmp_path):
       num_preprocessing_threads=4, shuffle_seed=7)
   assert config.loop == run_config.LoopConfig(
       train_dir=train_dir, max_number_of_steps=50, save_interval_secs=0,
-      save_summaries_secs=600, log_every_n_steps=5, non_chief_wait_secs=30)
+      save_summaries_secs=600, log_every_n_steps=5, non_chief_wait_secs=30,
+      train_dir_lock='none')
   assert config.fine_tune == fine_tune.FineTuneConfig(
       checkpoint_exclude_scopes=('LeNet/fc4',),
       trainable_scopes=('LeNet/fc3', 'LeNet/fc4'))

@@ -8,10 +8,11 @@ as exit codes.
     cli.run_app(main)
 
 Exit statuses: 0 done; 2 bad flags or input files (a flag that does not
-parse, a UsageError, or a corrupt TFRecord file met while reading); 3
-training diverged (TrainingDiverged). Each error prints as 'error: ...'
-lines on stderr, without a traceback. Anything else is a bug and keeps its
-traceback.
+parse, a UsageError, or a corrupt TFRecord file met while reading) and
+other failures a restart would meet again (LastingFailure: a full or
+read-only disk); 3 training diverged (TrainingDiverged). Each error prints
+as 'error: ...' lines on stderr, without a traceback. Anything else is a
+bug and keeps its traceback.
 """
 
 import logging

@@ -5,6 +5,10 @@
   UsageError         bad flags or input files (exit 2); raised before
                      anything is written to train_dir. Carries every
                      problem found, one line each.
+  LastingFailure     a failure during the run that a restart would meet
+                     again, a full or read-only disk (exit 2, as bad
+                     input: the launcher never restarts a task that
+                     exits 2).
   TrainingDiverged   the loss or the weights became NaN (exit 3); the last
                      good checkpoint is kept.
 """
@@ -22,6 +26,12 @@ class ScriptError(Exception):
 
 class UsageError(ScriptError):
   """Bad flag values or missing files; each line names one and its fix."""
+  exit_code = 2
+
+
+class LastingFailure(ScriptError):
+  """A failure during the run that a restart would meet again (a full or
+  read-only disk); exits 2 like bad input, so nothing restarts into it."""
   exit_code = 2
 
 

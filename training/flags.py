@@ -9,6 +9,8 @@ Upstream defaults are kept. Flags that differ from upstream:
                      (upstream ignored num_clones).
   --quantize_delay   kept, but any value >= 0 fails: tf.contrib.quantize is
                      gone from TF 2.x.
+  --train_dir_lock   new: `none` trains without train_dir/train.lock, on a
+                     file system that has no flock (training/train_dir_lock.py).
   --ps_strategy, --cache_variable_reads, --non_chief_wait_secs,
   --step_timeout_secs,
   --ps_hosts, --worker_hosts, --job_name, --slurm, --slurm_port_base
@@ -23,6 +25,11 @@ from training import common_flags
 # Deployment.
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory where checkpoints and event logs are written.')
+flags.DEFINE_string('train_dir_lock', 'flock',
+                    'How the chief keeps a second run off --train_dir: '
+                    '"flock" holds train_dir/train.lock; "none" holds nothing, '
+                    'for a file system without flock (then start one run at '
+                    'a time yourself).')
 flags.DEFINE_integer('worker_replicas', 1, 'Number of worker replicas.')
 flags.DEFINE_integer('num_ps_tasks', 0,
                      'Number of parameter servers; 0 keeps variables local.')

@@ -6,6 +6,7 @@ import time
 import numpy as np
 
 from tf2_compat.slim_compat import tf
+from training import failed_saves
 
 
 class NonFiniteWeightsError(RuntimeError):
@@ -18,16 +19,24 @@ class NonFiniteWeightsError(RuntimeError):
 
 
 class CheckpointWriteError(RuntimeError):
-  """Writing a checkpoint failed (a full disk, a read-only directory)."""
+  """Writing a checkpoint failed (a full disk, a read-only directory);
+  `lasting` says whether a restart would meet the same failure."""
+
+  def __init__(self, message, lasting=False):
+    super().__init__(message)
+    self.lasting = lasting
 
 
 class CheckpointSaverHook(tf.train.CheckpointSaverHook):
-  """tf.train.CheckpointSaverHook whose failed writes say what happened.
+  """tf.train.CheckpointSaverHook whose failed writes say what happened and
+  leave no temporary file.
 
   TensorFlow writes a checkpoint's files first and updates the
   `checkpoint` file that names the latest one last, so a failed write
-  leaves the previous checkpoint the latest, readable. This raises
-  CheckpointWriteError naming the directory, the step and that checkpoint.
+  leaves the previous checkpoint the latest, readable. This removes the
+  temporary files the failed save left (training/failed_saves.py), and
+  raises CheckpointWriteError naming the directory, the step and that
+  checkpoint.
 
   A save that fails because a ps task went away (UnavailableError,
   AbortedError: the variables are read from it) is not a write failure:
@@ -36,27 +45,27 @@ class CheckpointSaverHook(tf.train.CheckpointSaverHook):
   """
 
   def _save(self, session, step):
+    attempt = failed_saves.SaveAttempt(self._save_path, step)
     try:
-      return super()._save(session, step)
+      try:
+        return super()._save(session, step)
+      except BaseException:  # Whatever stopped it, the files are waste.
+        removed = attempt.remove_temporary_files()
+        if removed:
+          tf.logging.info('removed the temporary files of the failed save '
+                          'of step %d from %s: %s', step,
+                          self._checkpoint_dir, ', '.join(removed))
+        raise
     except (tf.errors.UnavailableError, tf.errors.AbortedError):
       raise
     except (tf.errors.OpError, OSError) as e:
+      reason = failed_saves.write_error_reason(e)
       latest = tf.train.latest_checkpoint(self._checkpoint_dir)
       raise CheckpointWriteError(
           'writing the checkpoint of step %d to %s failed (%s); the latest '
           'checkpoint is still %s. Free space or fix the directory, then '
-          'resume.' % (step, self._checkpoint_dir, _write_error_reason(e),
-                       latest or 'none')) from None
-
-
-def _write_error_reason(error):
-  """'File too large' from TF's multi-line 'Graph execution error: ...'."""
-  if not isinstance(error, tf.errors.OpError):
-    return str(error)
-  lines = [line.strip() for line in error.message.splitlines()
-           if line.strip() and not line.strip().startswith('[[')]
-  # The operating system's reason ends the line naming the file.
-  return lines[-1].rsplit('; ', 1)[-1] if lines else type(error).__name__
+          'resume.' % (step, self._checkpoint_dir, reason, latest or 'none'),
+          lasting=failed_saves.is_lasting(reason)) from None
 
 
 class ProgressLogHook(tf.train.SessionRunHook):

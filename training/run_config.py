@@ -45,6 +45,7 @@ from training import lookup
 from training import optimizers
 from training import resume_check
 from training import schedule
+from training import train_dir_lock
 from training.errors import Problems
 from training.errors import UsageError
 
@@ -57,6 +58,7 @@ _CHOICES = (
     ('learning_rate_decay_type', schedule.DECAY_TYPES),
     ('ps_strategy', device_placement.PS_STRATEGIES),
     ('precision', precision.PRECISIONS),
+    ('train_dir_lock', train_dir_lock.MODES),
 )
 
 
@@ -112,6 +114,8 @@ class LoopConfig:
       chief has initialised the model.
     step_timeout_secs: the bound of a step before the tasks it needs are
       probed (training/watchdog.py); None: derived from the step times.
+    train_dir_lock: how the chief keeps a second run off train_dir, one of
+      train_dir_lock.MODES.
   """
   train_dir: str
   max_number_of_steps: typing.Optional[int]
@@ -120,6 +124,7 @@ class LoopConfig:
   log_every_n_steps: int
   non_chief_wait_secs: int
   step_timeout_secs: typing.Optional[float] = None
+  train_dir_lock: str = train_dir_lock.FLOCK
 
 
 @dataclasses.dataclass(frozen=True)
