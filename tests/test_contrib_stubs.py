@@ -202,6 +202,15 @@ def test_names_with_a_tf2_home_are_that_object(module, name, expected):
   assert getattr(contrib_module, name) is expected()
 
 
+def test_a_replacement_this_tensorflow_lacks_is_removed(monkeypatch):
+  # As rnn.LSTMStateTuple is with Keras 3 (TF_USE_LEGACY_KERAS=0).
+  monkeypatch.setitem(contrib_stubs.REPLACEMENTS, 'rnn.LSTMStateTuple',
+                      'tensorflow.compat.v1:nn.no_such_module.LSTMStateTuple')
+  from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
+  assert repr(rnn.LSTMStateTuple) == (
+      '<removed in TF 2.x: tensorflow.contrib.rnn.LSTMStateTuple>')
+
+
 def test_isinstance_of_contribs_lstm_state_tuple_is_true_of_a_state():
   from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
   state = tf.nn.rnn_cell.LSTMStateTuple(c=1.0, h=2.0)
