@@ -14,6 +14,8 @@ Without ps tasks, several workers all-reduce.
 
 What this module adds to the resolver:
 
+  * Every variable srun sets that is read here is checked first
+    (`srun_step.SrunStep`), one line naming it, its value and the fix.
   * The counts are checked against the flags, one line naming both.
   * Each task checks that the address the resolver gives it is on the node
     Slurm started it on, at its place there (SLURMD_NODENAME,
@@ -40,6 +42,7 @@ import time
 from clusters import addresses
 from clusters import cluster
 from clusters import servers
+from clusters import srun_step
 from tf2_compat.slim_compat import tf
 
 DEFAULT_PORT_BASE = 8888  # SlurmClusterResolver's.
@@ -50,10 +53,8 @@ DEFAULT_PORT_BASE = 8888  # SlurmClusterResolver's.
 # every task, and auto_set_gpu=False keeps them imaginary.
 _GPU_SLOTS = 1 << 16
 
-_SRUN_FIX = 'start every task with srun, or drop --slurm'
 
-
-def _resolve(port_base, jobs=None):
+def _resolve(port_base, jobs):
   """The resolver's (job, index) of this process and its ClusterSpec."""
   try:
     resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
@@ -62,7 +63,7 @@ def _resolve(port_base, jobs=None):
     spec = resolver.cluster_spec()
   except (RuntimeError, ValueError) as e:
     raise ValueError('--slurm: TensorFlow\'s SlurmClusterResolver says "%s";'
-                     ' %s' % (str(e).rstrip('.'), _SRUN_FIX)) from None
+                     ' %s' % (str(e).rstrip('.'), srun_step.FIX)) from None
   return resolver.get_task_info(), spec
 
 
@@ -70,10 +71,10 @@ def step_size():
   """(SLURM_PROCID of this process, the number of tasks of its srun step).
 
   Raises:
-    ValueError: outside a srun step.
+    ValueError: outside a srun step, or a variable srun sets is wrong.
   """
-  (_, rank), spec = _resolve(DEFAULT_PORT_BASE)
-  return rank, spec.num_tasks('worker')
+  step = srun_step.SrunStep(os.environ)
+  return step.rank, step.num_tasks
 
 
 def from_flags(num_ps_tasks, num_workers=None, port_base=DEFAULT_PORT_BASE,
@@ -89,9 +90,10 @@ def from_flags(num_ps_tasks, num_workers=None, port_base=DEFAULT_PORT_BASE,
     given_task: --task when it was given, else None.
 
   Raises:
-    ValueError: outside a srun step; when the flags or TF_CONFIG also
-      describe the cluster; when the counts do not match the step; when
-      the resolver's address of this task is not where Slurm started it.
+    ValueError: outside a srun step, or a variable srun sets is wrong
+      (srun_step.SrunStep); when the flags or TF_CONFIG also describe the
+      cluster; when the counts do not match the step; when the resolver's
+      address of this task is not where Slurm started it.
   """
   if given is not None:
     raise ValueError('--slurm takes the cluster from srun, but %s describes '
@@ -106,9 +108,9 @@ def from_flags(num_ps_tasks, num_workers=None, port_base=DEFAULT_PORT_BASE,
   if not 0 < port_base < 65536:
     raise ValueError('--slurm_port_base=%d is not a port; give one in '
                      '1..65535' % port_base)
-  rank, num_tasks = step_size()
-  _check_counts(num_ps_tasks, num_workers, num_tasks)
-  jobs = {cluster.WORKER_JOB: num_tasks - num_ps_tasks}
+  step = srun_step.SrunStep(os.environ)  # Before the resolver reads it.
+  _check_counts(num_ps_tasks, num_workers, step.num_tasks)
+  jobs = {cluster.WORKER_JOB: step.num_tasks - num_ps_tasks}
   if num_ps_tasks:
     jobs[cluster.PS_JOB] = num_ps_tasks
   (job, index), spec = _resolve(port_base, jobs)
@@ -116,10 +118,10 @@ def from_flags(num_ps_tasks, num_workers=None, port_base=DEFAULT_PORT_BASE,
       spec.job_tasks(cluster.PS_JOB) if num_ps_tasks else [],
       spec.job_tasks(cluster.WORKER_JOB), job, index,
       source='Slurm (srun task %d of %d, --slurm_port_base=%d)' % (
-          rank, num_tasks, port_base),
+          step.rank, step.num_tasks, port_base),
       port_fix='give the tasks another --slurm_port_base (the tasks of a '
                'node listen on consecutive ports from it)')
-  _check_placement(task, rank, port_base)
+  _check_placement(task, step, port_base)
   return task
 
 
@@ -138,12 +140,10 @@ def _check_counts(num_ps_tasks, num_workers, num_tasks):
         'or give fewer ps tasks' % (num_ps_tasks, num_tasks, num_ps_tasks + 1))
 
 
-def _check_placement(task, rank, port_base):
-  node = os.environ.get('SLURMD_NODENAME')
-  local_id = os.environ.get('SLURM_LOCALID')
-  if node is None or local_id is None:
+def _check_placement(task, step, port_base):
+  if step.node is None or step.local_id is None:
     return  # Not started by srun's slurmd: nothing to compare with.
-  where = '%s:%d' % (node, port_base + int(local_id))
+  where = '%s:%d' % (step.node, port_base + step.local_id)
   if task.address != where:
     raise ValueError(
         'Slurm started task %d (SLURM_PROCID) on %s as task %s of that node '
@@ -152,7 +152,8 @@ def _check_placement(task, rank, port_base):
         'the nodes by name as text, the tasks of a node by rank); run the '
         'step with srun --distribution=block (the default) on nodes whose '
         'names sort the same as text as in Slurm (node09 and node10, not '
-        'node9 and node10)' % (rank, node, local_id, where, task.address))
+        'node9 and node10)' % (step.rank, step.node, step.local_id, where,
+                               task.address))
 
 
 def serve_until_the_workers_end(server, task, poll_secs=2.0):

@@ -1,12 +1,16 @@
 """tf2_compat.contrib_stubs: `import tensorflow.contrib...` on TF 2.21."""
 
 import importlib
+import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tf2_compat import contrib_stubs
+from tf2_compat import patching
 from tf2_compat.slim_compat import slim, tf
+from tests.script_runner import REPO, script_env
 
 # Importing the module installed the stubs; each test installs its own, so
 # that no other test module sees them.
@@ -137,8 +141,7 @@ def test_framework_nest_is_tensorflows_nest():
 
 @pytest.mark.parametrize('target', sorted(contrib_stubs.REPLACEMENTS.values()))
 def test_every_replacement_exists_on_this_tensorflow(target):
-  module_name, attribute = target.split(':')
-  assert hasattr(importlib.import_module(module_name), attribute)
+  assert patching.resolve(target) is not None  # Raises when it is missing.
 
 
 @pytest.mark.parametrize('source', sorted(
@@ -188,6 +191,118 @@ def test_a_removed_call_names_itself_and_what_replaces_it(name, replacement):
   assert message.startswith('tensorflow.contrib.%s() was removed in TF 2.x; '
                             % name)
   assert replacement in message
+
+
+@pytest.mark.parametrize('module, name, expected', [
+    ('data', 'AUTOTUNE', lambda: tf.data.experimental.AUTOTUNE),
+    ('rnn', 'LSTMStateTuple', lambda: tf.nn.rnn_cell.LSTMStateTuple),
+])
+def test_names_with_a_tf2_home_are_that_object(module, name, expected):
+  contrib_module = importlib.import_module('tensorflow.contrib.' + module)
+  assert getattr(contrib_module, name) is expected()
+
+
+def test_a_replacement_this_tensorflow_lacks_is_removed(monkeypatch):
+  # As rnn.LSTMStateTuple is with Keras 3 (TF_USE_LEGACY_KERAS=0).
+  monkeypatch.setitem(contrib_stubs.REPLACEMENTS, 'rnn.LSTMStateTuple',
+                      'tensorflow.compat.v1:nn.no_such_module.LSTMStateTuple')
+  from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
+  assert repr(rnn.LSTMStateTuple) == (
+      '<removed in TF 2.x: tensorflow.contrib.rnn.LSTMStateTuple>')
+
+
+def test_isinstance_of_contribs_lstm_state_tuple_is_true_of_a_state():
+  from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
+  state = tf.nn.rnn_cell.LSTMStateTuple(c=1.0, h=2.0)
+  assert isinstance(state, rnn.LSTMStateTuple)
+
+
+# A removed name used as each of these: how the error says it was used.
+VALUE_USES = [
+    pytest.param(lambda removed: isinstance(1, removed),
+                 'given to isinstance()', id='isinstance'),
+    pytest.param(lambda removed: issubclass(int, removed),
+                 'given to issubclass()', id='issubclass'),
+    pytest.param(lambda removed: removed == 'MirroredStrategy', 'compared',
+                 id='equals'),
+    pytest.param(lambda removed: 'MirroredStrategy' in [removed], 'compared',
+                 id='in_a_list'),
+    pytest.param(lambda removed: removed < 1, 'compared', id='less_than'),
+    pytest.param(lambda removed: removed + 1, 'used in arithmetic',
+                 id='plus'),
+    pytest.param(lambda removed: range(removed), 'used as a number',
+                 id='range'),
+    pytest.param(lambda removed: list(removed), 'iterated', id='list'),
+    pytest.param(lambda removed: np.asarray(removed),
+                 'converted to a NumPy array', id='numpy'),
+    pytest.param(lambda removed: tf.convert_to_tensor(removed),
+                 'converted to a tensor', id='tensor'),
+    pytest.param(lambda removed: tf.data.Dataset.range(3).map(
+        tf.identity, num_parallel_calls=removed), 'converted to a tensor',
+                 id='num_parallel_calls'),
+    pytest.param(lambda removed: removed.num_replicas_in_sync,
+                 'read (.num_replicas_in_sync)', id='attribute'),
+    pytest.param(lambda removed: removed._extended, 'read (._extended)',  # pylint: disable=protected-access
+                 id='private_attribute'),
+]
+
+
+@pytest.mark.parametrize('use, how', VALUE_USES)
+def test_a_removed_name_used_as_a_value_names_itself_and_the_replacement(
+    use, how):
+  from tensorflow.contrib import distribute  # pylint: disable=g-import-not-at-top
+  with pytest.raises(contrib_stubs.RemovedNameUsedError) as raised:
+    use(distribute.MirroredStrategy)
+  assert str(raised.value) == (
+      'tensorflow.contrib.distribute.MirroredStrategy was removed in TF 2.x, '
+      'so it cannot be %s; use tf.distribute' % how)
+
+
+def test_a_removed_name_is_false_so_feature_detection_takes_the_fallback():
+  from tensorflow.contrib import distribute  # pylint: disable=g-import-not-at-top
+  branch = 'contrib' if distribute.MirroredStrategy else 'fallback'
+  assert branch == 'fallback'
+
+
+def test_a_removed_name_can_be_a_dict_key():
+  from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
+  cells = {rnn.LSTMBlockCell: 'lstm_block', rnn.GRUBlockCell: 'gru_block'}
+  assert cells[rnn.GRUBlockCell] == 'gru_block'
+
+
+# What the tester of issue 26 ran, under `run_slim --tf1`.
+VALUES_PROGRAM = """\
+import tensorflow as tf
+dataset = tf.data.Dataset.range(3).map(
+    lambda x: x * 2, num_parallel_calls=tf.contrib.data.AUTOTUNE)
+doubled = tf.data.make_one_shot_iterator(dataset).get_next()
+with tf.Session() as session:
+  print('doubled', [int(session.run(doubled)) for _ in range(3)])
+state = tf.nn.rnn_cell.LSTMStateTuple(c=1.0, h=2.0)
+print('a state', isinstance(state, tf.contrib.rnn.LSTMStateTuple))
+if tf.contrib.distribute.MirroredStrategy:
+  print('branch: contrib')
+else:
+  print('branch: fallback')
+print('a block cell', isinstance(state, tf.contrib.rnn.LSTMBlockCell))
+"""
+
+
+def test_tf1_contrib_names_as_values_resolve_fall_back_or_stop(tmp_path):
+  path = tmp_path / 'values.py'
+  path.write_text(VALUES_PROGRAM)
+  result = subprocess.run(
+      [sys.executable, '-m', 'tf2_compat.run_slim', '--tf1', str(path)],
+      cwd=REPO, env=script_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True, timeout=180, check=False)
+  assert result.returncode == 2, result.stderr
+  assert result.stdout.splitlines() == [
+      'doubled [0, 2, 4]', 'a state True', 'branch: fallback']
+  assert result.stderr == (
+      'error: %s:13: tensorflow.contrib.rnn.LSTMBlockCell was removed in TF '
+      '2.x, so it cannot be given to isinstance(); use '
+      'tf.compat.v1.nn.rnn_cell, or tf.keras.layers (LSTM, GRU, RNN)\n'
+      % path)
 
 
 def test_subclassing_a_removed_class_raises():

@@ -23,9 +23,12 @@ train_image_classifier.py imports `tensorflow.contrib.quantize` for
         tensorflow.contrib.quantize.create_training_graph() was removed in
         TF 2.x; use the TF Model Optimization Toolkit for quantization-aware
         training (...)
-    The replacement comes from NAME_ADVICE, else from TensorFlow's own
-    upgrade tables (`tf_upgrade_v2`) when the name they give still exists,
-    else from the module's entry in MODULE_ADVICE.
+    and `RemovedNameUsedError` when used as a value (compared, given to
+    isinstance, converted to a number or a tensor, ...). It is false in a
+    truth test: `if tf.contrib.X:` is feature detection, and TF 2.x does
+    not have X. The replacement named comes from NAME_ADVICE, else from
+    TensorFlow's own upgrade tables (`tf_upgrade_v2`) when the name they
+    give still exists, else from the module's entry in MODULE_ADVICE.
 
 It changes nothing for code that does not import `tensorflow.contrib`:
 the import finder answers only for names under `tensorflow.contrib`, and
@@ -87,8 +90,10 @@ SOURCES = {
     'training.python.training': _TRAIN_AND_EVALUATE,
 }
 
-# Contrib names that are the very same function in TF 2.21 ("module:name").
+# Contrib names that are the very same object in TF 2.21
+# ("module:attribute", see patching.resolve).
 REPLACEMENTS = {
+    'data.AUTOTUNE': 'tensorflow.data.experimental:AUTOTUNE',
     'framework.CriticalSection': 'tensorflow:CriticalSection',
     'framework.argsort': 'tensorflow:argsort',
     'framework.deprecated': 'tensorflow.python.util.deprecation:deprecated',
@@ -110,6 +115,10 @@ REPLACEMENTS = {
     'framework.sort': 'tensorflow:sort',
     'framework.strip_name_scope':
         'tensorflow.python.framework.ops:strip_name_scope',
+    # tf-keras's class, as programs see it (an import of the module
+    # tensorflow.compat.v1.nn.rnn_cell gives TensorFlow's own copy); with
+    # Keras 3 there is none, and it is Removed.
+    'rnn.LSTMStateTuple': 'tensorflow.compat.v1:nn.rnn_cell.LSTMStateTuple',
 }
 
 _QUANTIZATION = (
@@ -161,6 +170,10 @@ DEFAULT_ADVICE = ('tensorflow.contrib was removed in TF 2.0: look in core TF '
 
 class RemovedInTF2Error(NotImplementedError):
   """A call of a tensorflow.contrib function or class TF 2.x does not have."""
+
+
+class RemovedNameUsedError(RemovedInTF2Error):
+  """A tensorflow.contrib name TF 2.x does not have, used as a value."""
 
 
 def _relative(name):
@@ -236,7 +249,18 @@ def advice(relative):
 
 
 class Removed:
-  """A contrib name TF 2.x does not have: calling it raises."""
+  """A contrib name TF 2.x does not have.
+
+  Importing it works, so that a program runs as long as it does not use
+  it. Calling it raises RemovedInTF2Error. Any use as a value (compared,
+  given to isinstance, converted to a number, an array or a tensor,
+  iterated, or an attribute of a class or constant read) raises
+  RemovedNameUsedError at once, where TF 2.x would otherwise fail later,
+  far from the name, or not at all. A truth test is False: `if
+  tf.contrib.X:` picks the program's branch for a TensorFlow without X.
+  An attribute of a lowercase name is another Removed: it may be a module
+  (`tf.contrib.tfprof.model_analyzer.print_model_analysis`).
+  """
 
   def __init__(self, relative):
     self._relative = relative
@@ -246,19 +270,64 @@ class Removed:
     return '%s.%s() was removed in TF 2.x; %s' % (
         PACKAGE, self._relative, advice(self._relative))
 
+  def used_as_a_value(self, how):
+    """The RemovedNameUsedError of this name used `how` ('compared')."""
+    return RemovedNameUsedError('%s.%s was removed in TF 2.x, so it cannot '
+                                'be %s; %s' % (PACKAGE, self._relative, how,
+                                               advice(self._relative)))
+
   def __call__(self, *args, **kwargs):
     raise RemovedInTF2Error(self.message)
 
   def __mro_entries__(self, bases):
     raise RemovedInTF2Error(self.message)
 
+  def __bool__(self):
+    return False
+
   def __getattr__(self, name):
     if name.startswith('__'):
-      raise AttributeError(name)
+      raise AttributeError(name)  # Python's and libraries' protocol probes.
+    if name.startswith('_') or not self._relative.split('.')[-1].islower():
+      raise self.used_as_a_value('read (.%s)' % name)
     return Removed('%s.%s' % (self._relative, name))
 
   def __repr__(self):
     return '<removed in TF 2.x: %s.%s>' % (PACKAGE, self._relative)
+
+
+def _refusal(how):
+  """A special method of Removed that raises RemovedNameUsedError."""
+  def refuse(removed, *args, **kwargs):
+    del args, kwargs  # Unused.
+    raise removed.used_as_a_value(how)
+  return refuse
+
+
+# The special methods Python, NumPy and TensorFlow call on a value, and how
+# the error says the value was used. Hashing stays: a Removed may be a key.
+VALUE_USES = {
+    '__instancecheck__': 'given to isinstance()',
+    '__subclasscheck__': 'given to issubclass()',
+    '__iter__': 'iterated',
+    '__len__': 'given to len()',
+    '__getitem__': 'indexed',
+    '__contains__': 'searched with `in`',
+    '__enter__': 'used in a with statement',
+    '__array__': 'converted to a NumPy array',
+    '__tf_tensor__': 'converted to a tensor',
+}
+_ARITHMETIC = ('add', 'sub', 'mul', 'matmul', 'truediv', 'floordiv', 'mod',
+               'divmod', 'pow', 'lshift', 'rshift', 'and', 'xor', 'or')
+VALUE_USES.update(('__%s__' % op, 'compared')
+                  for op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge'))
+VALUE_USES.update(('__%s__' % op, 'used as a number')
+                  for op in ('index', 'int', 'float', 'complex', 'round'))
+VALUE_USES.update(('__%s__' % op, 'used in arithmetic')
+                  for op in _ARITHMETIC + ('neg', 'pos', 'abs', 'invert'))
+VALUE_USES.update(('__r%s__' % op, 'used in arithmetic') for op in _ARITHMETIC)
+for _name, _how in VALUE_USES.items():
+  setattr(Removed, _name, _refusal(_how))
 
 
 class ContribModule(types.ModuleType):
@@ -283,7 +352,10 @@ class ContribModule(types.ModuleType):
     if self.__name__ == PACKAGE or _leads_to_a_module(relative):
       return importlib.import_module('%s.%s' % (self.__name__, name))
     if relative in REPLACEMENTS:
-      return patching.resolve(REPLACEMENTS[relative])
+      try:
+        return patching.resolve(REPLACEMENTS[relative])
+      except AttributeError:  # Keras 3 has no rnn cells.
+        pass
     return Removed(relative)
 
 

@@ -14,9 +14,17 @@ _ORIGINAL = '_slim_compat_original'
 
 
 def resolve(target):
-  """The object that `target`, 'package.module:attribute', names."""
-  module_name, attribute = target.split(':')
-  return getattr(importlib.import_module(module_name), attribute)
+  """The object that `target`, 'package.module:attribute', names.
+
+  The attribute may be a dotted path ('tensorflow.compat.v1:nn.rnn_cell.X'):
+  TensorFlow's lazily loaded API modules can give another object than an
+  import of the module of the same name does.
+  """
+  module_name, path = target.split(':')
+  value = importlib.import_module(module_name)
+  for attribute in path.split('.'):
+    value = getattr(value, attribute)
+  return value
 
 
 def _name(owner, attribute):

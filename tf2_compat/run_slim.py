@@ -12,7 +12,9 @@ TensorFlow 1.x. Before the script's first line it installs
     `tensorflow.contrib.slim` is tf_slim, the tf-slim parts of `framework`,
     `training`, `layers`, `metrics` and `losses` are tf-slim's, and a call
     of anything TF 2.x removed (`quantize.create_training_graph`, ...)
-    raises `RemovedInTF2Error` naming the call and its replacement;
+    raises `RemovedInTF2Error` naming the call and its replacement, a use
+    of it as a value (`isinstance(x, tf.contrib.rnn.LSTMBlockCell)`)
+    `RemovedNameUsedError`;
 
 then runs the script as `__main__`, with `sys.argv` = [script, flags...],
 the script's folder first on `sys.path` and this project's root after it
@@ -40,11 +42,12 @@ process, as TF 1.x had it:
 
 calls `tf.compat.v1.disable_eager_execution()` before the script.
 
-Exit status: the script's own. When the script cannot run, or calls
+Exit status: the script's own. When the script cannot run, or uses
 something TF 2.x removed, one line `error: ...` on stderr and status 2
-(no such file, syntax error, bad option, a TF 1.x name without `--tf1`)
-or 1 (removed call). Any other exception prints the script's traceback,
-without this runner's frames, and exits 1.
+(no such file, syntax error, bad option, a TF 1.x name without `--tf1`, a
+removed contrib name used as a value) or 1 (removed call). Any other
+exception prints the script's traceback, without this runner's frames, and
+exits 1.
 """
 
 import os
@@ -173,10 +176,12 @@ def tf1_name(error):
 def _report(error, tree, path, args):
   """The `error: ...` line and exit status for `error`, or None."""
   # pylint: disable=g-import-not-at-top
-  from tf2_compat.contrib_stubs import RemovedInTF2Error
+  from tf2_compat import contrib_stubs
   site = _call_site(error.__traceback__, tree)
   where = '%s: ' % site if site else ''
-  if isinstance(error, RemovedInTF2Error):
+  if isinstance(error, contrib_stubs.RemovedNameUsedError):
+    return 'error: %s%s' % (where, error), EXIT_CANNOT_RUN
+  if isinstance(error, contrib_stubs.RemovedInTF2Error):
     return 'error: %s%s' % (where, error), EXIT_FAILED
   name = tf1_name(error)
   if name:
