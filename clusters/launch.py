@@ -126,7 +126,8 @@ def main(argv=None):
                          env=_thread_env(args), grace_secs=args.grace_secs,
                          ps_restarts=args.ps_restarts,
                          max_restarts=args.max_restarts,
-                         task_memory_mib=args.task_memory_mib)
+                         task_memory_mib=args.task_memory_mib,
+                         end_leftovers=True)
   except ValueError as e:
     print('error: %s' % e, file=sys.stderr)
     return 2

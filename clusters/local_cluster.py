@@ -8,7 +8,6 @@ with ports picked free on 127.0.0.1. Output lines are prefixed with the task
 clusters/restarts.py's decision; this module carries it out.
 """
 
-import ctypes
 import json
 import os
 import queue
@@ -19,13 +18,8 @@ import threading
 import time
 
 from clusters import machine
+from clusters import process_tree
 from clusters import restarts
-
-_PR_SET_PDEATHSIG = 1
-try:
-  _LIBC = ctypes.CDLL(None, use_errno=True)
-except OSError:
-  _LIBC = None
 
 
 def tf_config(ps_hosts, worker_hosts, job_name, task_index):
@@ -38,23 +32,6 @@ def tf_config(ps_hosts, worker_hosts, job_name, task_index):
 def exit_status(returncode):
   """A shell-style exit status: 128 + N for a process killed by signal N."""
   return 128 - returncode if returncode < 0 else returncode
-
-
-def _die_with_parent():
-  """Runs in the child before exec: SIGKILL it when the launcher dies.
-
-  libc is loaded beforehand, in the parent: the child only makes the call.
-  """
-  prctl = getattr(_LIBC, 'prctl', None)
-  if prctl is not None:  # Linux. Elsewhere stop() still ends the tasks.
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _signal_group(process, signum):
-  try:
-    os.killpg(process.pid, signum)
-  except ProcessLookupError:
-    pass
 
 
 def _task(name):
@@ -83,6 +60,11 @@ class LocalCluster:
     task_memory_mib: the memory one task takes: the cluster is refused
       when its tasks would not fit in what the machine has available
       (0 skips the check).
+    end_leftovers: make this process the subreaper of what the tasks
+      start, and end what they leave outside their process groups whenever
+      every task is stopped (see clusters/process_tree.py). Only for a
+      process whose every child is a task, as the launcher's is: every
+      other process below it would be ended too.
 
   Raises:
     ValueError: for a cluster of no valid size, a negative budget, or a
@@ -92,7 +74,8 @@ class LocalCluster:
 
   def __init__(self, command, num_ps, num_workers, env=None, output=None,
                cwd=None, grace_secs=10, ps_restarts=0, max_restarts=0,
-               task_memory_mib=machine.TASK_MEMORY_MIB):
+               task_memory_mib=machine.TASK_MEMORY_MIB,
+               end_leftovers=False):
     _check_size(num_ps, num_workers, task_memory_mib)
     self._script = restarts.read_script_args(command)
     self._policy = restarts.RestartPolicy(
@@ -114,8 +97,12 @@ class LocalCluster:
     self._steps = restarts.StepLog()
     self._start_number = 0
     self._write_lock = threading.Lock()
+    self._end_leftovers = end_leftovers
+    self._groups = set()  # The process group of every task started.
     if raised:
       self.write(raised)
+    if end_leftovers:
+      process_tree.become_subreaper()
 
   @property
   def ps_names(self):
@@ -146,7 +133,7 @@ class LocalCluster:
     The threads start last so that no thread of ours runs while a task is
     forked (see preexec_fn in the subprocess documentation); a task
     restarted later is forked while they run, which is safe as long as the
-    child only calls prctl before exec, as _die_with_parent does.
+    child only calls prctl before exec, as die_with_parent does.
     """
     self._start_number = self._steps.new_start()
     for name in self.ps_names + self.worker_names:
@@ -165,8 +152,9 @@ class LocalCluster:
         self._command, cwd=self._cwd, env=env, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         errors='replace', start_new_session=True,
-        preexec_fn=_die_with_parent)
+        preexec_fn=process_tree.die_with_parent)
     self.processes[name] = process
+    self._groups.add(process.pid)
     self.write('[launch] %s: pid %d, %s\n' % (
         name, process.pid, env['TF_CONFIG']))
 
@@ -182,6 +170,9 @@ class LocalCluster:
 
     def wait_for_exit():
       process.wait()
+      # What the task left in its group serves no one now (see
+      # clusters/process_tree.py); its pipe closes with them.
+      process_tree.signal_group(process.pid, signal.SIGKILL)
       self._exits.put((name, process))
 
     threads = self._threads[name] = []
@@ -272,23 +263,31 @@ class LocalCluster:
   def stop(self):
     """SIGTERM to every task still running, SIGKILL after the grace time:
     the workers first, so that the chief can still save the variables its
-    ps tasks hold, then the ps tasks."""
+    ps tasks hold, then the ps tasks. Then, with end_leftovers, what the
+    tasks left outside their process groups."""
     self._stop(self.worker_names)
     self._stop(self.ps_names)
+    if self._end_leftovers:
+      ended = process_tree.end_descendants(self._groups)
+      if ended:
+        self.write('[launch] ended %d process(es) the tasks had left '
+                   'running: pid %s\n' % (len(ended),
+                                           ', '.join(map(str, ended))))
+    self._join(self.worker_names + self.ps_names)
 
   def _stop(self, names):
     running = [self.processes[n] for n in names
                if n in self.processes and self.processes[n].poll() is None]
     for process in running:
-      _signal_group(process, signal.SIGTERM)
+      process_tree.signal_group(process.pid, signal.SIGTERM)
     deadline = time.monotonic() + self._grace_secs
     for process in running:
       try:
         process.wait(timeout=max(0.0, deadline - time.monotonic()))
       except subprocess.TimeoutExpired:
-        _signal_group(process, signal.SIGKILL)
+        process_tree.signal_group(process.pid, signal.SIGKILL)
         process.wait()
-    self._join(names)
+      process_tree.signal_group(process.pid, signal.SIGKILL)  # Its leftovers.
 
   def _join(self, names):
     """Waits until the output of the tasks, which have exited, is relayed
