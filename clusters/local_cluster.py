@@ -20,6 +20,7 @@ import time
 from clusters import machine
 from clusters import process_tree
 from clusters import restarts
+from clusters import task_output
 
 
 def tf_config(ps_hosts, worker_hosts, job_name, task_index):
@@ -86,7 +87,7 @@ class LocalCluster:
     raised = machine.make_room_for_files(num_ps + num_workers)
     self._command = [sys.executable] + list(command)
     self._env = dict(env or {})
-    self._output = output or sys.stdout
+    self._output = task_output.TaskOutput(output or sys.stdout)
     self._cwd = cwd
     self._grace_secs = grace_secs
     self.ps_hosts, self.worker_hosts = [], []
@@ -96,7 +97,6 @@ class LocalCluster:
     self._exits = queue.Queue()  # (name, Popen), in the order they exit.
     self._steps = restarts.StepLog()
     self._start_number = 0
-    self._write_lock = threading.Lock()
     self._end_leftovers = end_leftovers
     self._groups = set()  # The process group of every task started.
     if raised:
@@ -117,9 +117,9 @@ class LocalCluster:
     return (self.ps_hosts if job == 'ps' else self.worker_hosts)[index]
 
   def write(self, line):
-    with self._write_lock:
-      self._output.write(line)
-      self._output.flush()
+    """Writes a line of the launcher's output; never raises (see
+    clusters/task_output.py)."""
+    self._output.write(line)
 
   def _pick_ports(self, num_ps, num_workers):
     addresses = ['%s:%d' % (machine.HOST, port)

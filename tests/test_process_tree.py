@@ -15,6 +15,7 @@ from clusters import launch
 from clusters import process_tree
 from tests.script_runner import REPO
 from tests.script_runner import process_alive
+from tests.stand_in_tasks import write_task
 from tests.test_launch import _Lines
 
 # The launcher picks its tasks' ports on 127.0.0.1.
@@ -64,11 +65,7 @@ def _wait_until_gone(pids, timeout=5):
 
 @pytest.fixture
 def helping_task(tmp_path):
-  path = tmp_path / 'helping_task.py'
-  path.write_text(HELPING_TASK)
-  marks = tmp_path / 'marks'
-  marks.mkdir()
-  return str(path), marks
+  return write_task(tmp_path, 'helping_task.py', HELPING_TASK)
 
 
 def test_after_the_launcher_exits_nothing_it_started_is_alive(helping_task):
