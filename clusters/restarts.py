@@ -18,8 +18,9 @@ covers follows from how the cluster trains:
 Two budgets: --max_restarts counts the restarts of any task, whatever they
 cover; --ps_restarts (the older flag) restarts ps tasks only, alone, in
 any mode, and a dead ps task draws on it first. --max_restarts never
-restarts a task that exited 2: that is the scripts' status for bad input
-(a flag, a file, a port taken), which a restart would meet again.
+restarts a task that exited 2: that is the scripts' status for what a
+restart would meet again, bad input (a flag, a file, a port taken) or a
+full disk (a checkpoint that cannot be written).
 """
 
 import collections
@@ -174,7 +175,9 @@ def failure_line(task_name, status, decision, address):
     if not decision.allowed:
       why = ''
     elif status == BAD_INPUT_STATUS:
-      why = ' (bad input, which a restart would meet again)'
+      why = (', which is not restarted: the scripts exit 2 for what a '
+             'restart would meet again (bad input, a full disk; see its '
+             'error above)')
     else:
       why = ' after %d restart(s), all that --max_restarts %d allows' % (
           decision.number, decision.allowed)

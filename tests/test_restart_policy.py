@@ -117,8 +117,9 @@ def _decision(action, flag, number, allowed):
      'worker1 failed with exit status 137 after 2 restart(s), all that '
      '--max_restarts 2 allows; stopping the cluster'),
     ('worker0', 2, _decision(restarts.GIVE_UP, '--max_restarts', 0, 3),
-     'worker0 failed with exit status 2 (bad input, which a restart would '
-     'meet again); stopping the cluster'),
+     'worker0 failed with exit status 2, which is not restarted: the '
+     'scripts exit 2 for what a restart would meet again (bad input, a full '
+     'disk; see its error above); stopping the cluster'),
     ('worker1', 137, _decision(restarts.RESTART_CLUSTER, '--max_restarts', 1,
                                2),
      'worker1 failed with exit status 137; stopping every task to restart '

@@ -8,12 +8,14 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
 
 from clusters import launch
 from tests.script_runner import REPO
+from tests.stand_in_tasks import write_task
 from tests.test_launch import _Lines
 
 # It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
@@ -181,9 +183,42 @@ def test_bad_input_stops_the_cluster_without_a_restart(tmp_path):
   _, status, log = _run(tmp_path, 'bad_input', 1, 3)
   assert status == 2, log
   assert _last_launch_line(log) == (
-      '[launch] worker1 failed with exit status 2 (bad input, which a '
-      'restart would meet again); stopping the cluster')
+      '[launch] worker1 failed with exit status 2, which is not restarted: '
+      'the scripts exit 2 for what a restart would meet again (bad input, a '
+      'full disk; see its error above); stopping the cluster')
   assert len(_started(log, 'worker1')) == 1
+
+
+# Worker1 cannot save its checkpoint, as train_image_classifier.py on a
+# full disk: it says so and exits 2. Worker0 sleeps.
+DISK_FULL_TASK = textwrap.dedent("""\
+    import json, os, sys, time
+    if json.loads(os.environ['TF_CONFIG'])['task']['index'] == 1:
+      print('error: could not write the checkpoint: [Errno 28] No space '
+            'left on device', file=sys.stderr)
+      sys.exit(2)
+    time.sleep(600)
+""")
+
+
+def test_a_task_that_exits_2_on_a_full_disk_is_not_restarted(tmp_path):
+  script, _ = write_task(tmp_path, 'disk_full_task.py', DISK_FULL_TASK)
+  result = subprocess.run(
+      [sys.executable, '-m', 'clusters.launch', '--num_ps', '0',
+       '--num_workers', '2', '--max_restarts', '3', '--timeout', '60',
+       '--grace_secs', '5', '--', script],
+      cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO),
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=120)
+  log = result.stdout
+  assert result.returncode == 2, log
+  assert ('[worker1] error: could not write the checkpoint: [Errno 28] No '
+          'space left on device\n') in log
+  assert _last_launch_line(log) == (
+      '[launch] worker1 failed with exit status 2, which is not restarted: '
+      'the scripts exit 2 for what a restart would meet again (bad input, a '
+      'full disk; see its error above); stopping the cluster')
+  assert [name for name, _, _ in _starts(log)] == ['worker0', 'worker1']
 
 
 @pytest.mark.parametrize('module,options,status', [
