@@ -43,6 +43,7 @@ import signal
 import sys
 
 from clusters.local_cluster import LocalCluster
+from clusters.local_cluster import check_timeout
 from clusters.local_cluster import exit_status
 from clusters.local_cluster import tf_config
 from clusters.machine import HOST
@@ -73,11 +74,13 @@ OPTIONS = (
     ('--inter_op_threads', int, _NO_LIMIT,
      'TF_NUM_INTEROP_THREADS of every task'),
     ('--grace_secs', float, 10,
-     'seconds between SIGTERM and SIGKILL when stopping'),
+     'seconds between SIGTERM and SIGKILL when stopping: the time a chief '
+     'has to save (default 10; 0: SIGKILL at once)'),
     ('--max_restarts', int, 0,
      'restart after a task fails, up to this many times in all: every task, '
      'from the latest checkpoint, or, in asynchronous ps training, the task '
-     'alone (default 0: a failed task stops the cluster)'),
+     'alone (default 0: a failed task stops the cluster); restarts less '
+     'than 60 s apart wait 1 s, then twice as long each time, up to 30 s'),
     ('--ps_restarts', int, 0,
      'start a ps task that dies again, alone, up to this many times in all, '
      'before --max_restarts is drawn on (default 0)'),
@@ -111,17 +114,24 @@ def _raise_interrupt(signum, unused_frame):
 
 
 def _thread_env(args):
+  """The tasks' TF_NUM_*_THREADS; raises ValueError for a count < 1."""
   env = {}
-  if args.intra_op_threads is not None:
-    env['TF_NUM_INTRAOP_THREADS'] = str(args.intra_op_threads)
-  if args.inter_op_threads is not None:
-    env['TF_NUM_INTEROP_THREADS'] = str(args.inter_op_threads)
+  for flag, variable in (('intra_op_threads', 'TF_NUM_INTRAOP_THREADS'),
+                         ('inter_op_threads', 'TF_NUM_INTEROP_THREADS')):
+    threads = getattr(args, flag)
+    if threads is None:
+      continue
+    if threads < 1:
+      raise ValueError('%s must be >= 1, got %d; give 1 or more, or no --%s '
+                       'to let TensorFlow decide' % (flag, threads, flag))
+    env[variable] = str(threads)
   return env
 
 
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
   try:
+    check_timeout(args.timeout)
     local = LocalCluster(args.command, args.num_ps, args.num_workers,
                          env=_thread_env(args), grace_secs=args.grace_secs,
                          ps_restarts=args.ps_restarts,

@@ -9,6 +9,7 @@ clusters/restarts.py's decision; this module carries it out.
 """
 
 import json
+import math
 import os
 import queue
 import signal
@@ -61,6 +62,9 @@ class LocalCluster:
     task_memory_mib: the memory one task takes: the cluster is refused
       when its tasks would not fit in what the machine has available
       (0 skips the check).
+    restart_backoff: a restarts.Backoff, the waits before restarts that
+      follow each other quickly (default: 1 s, doubled each time up to
+      30 s).
     end_leftovers: make this process the subreaper of what the tasks
       start, and end what they leave outside their process groups whenever
       every task is stopped (see clusters/process_tree.py). Only for a
@@ -68,16 +72,18 @@ class LocalCluster:
       other process below it would be ended too.
 
   Raises:
-    ValueError: for a cluster of no valid size, a negative budget, or a
-      cluster this machine cannot hold (memory, open files), before any
-      task starts.
+    ValueError: for a cluster of no valid size, a negative budget or grace
+      time, or a cluster this machine cannot hold (memory, open files),
+      before any task starts.
   """
 
   def __init__(self, command, num_ps, num_workers, env=None, output=None,
                cwd=None, grace_secs=10, ps_restarts=0, max_restarts=0,
                task_memory_mib=machine.TASK_MEMORY_MIB,
-               end_leftovers=False):
+               restart_backoff=None, end_leftovers=False):
     _check_size(num_ps, num_workers, task_memory_mib)
+    _check_seconds('grace_secs', grace_secs, True, 'the time a task has to '
+                   'save after SIGTERM, e.g. 10 (0: SIGKILL at once)')
     self._script = restarts.read_script_args(command)
     self._policy = restarts.RestartPolicy(
         restarts.training_mode(num_ps, self._script), max_restarts,
@@ -96,6 +102,8 @@ class LocalCluster:
     self._threads = {}  # Task name -> the threads relaying and awaiting it.
     self._exits = queue.Queue()  # (name, Popen), in the order they exit.
     self._steps = restarts.StepLog()
+    self._backoff = restart_backoff or restarts.Backoff()
+    self._timeout = self._deadline = None  # wait()'s, and when it ends.
     self._start_number = 0
     self._end_leftovers = end_leftovers
     self._groups = set()  # The process group of every task started.
@@ -186,8 +194,13 @@ class LocalCluster:
     exit status. A failed task is restarted while the RestartPolicy allows.
 
     Stops every task before returning, whatever the outcome.
+
+    Raises:
+      ValueError: a timeout that is not a finite number > 0.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
+    check_timeout(timeout)
+    self._timeout = timeout
+    self._deadline = None if timeout is None else time.monotonic() + timeout
     try:
       while True:
         exited = self._next_exit()
@@ -196,13 +209,30 @@ class LocalCluster:
           if status is not None:
             return status
           exited = self._next_exit()
-        if deadline is not None and time.monotonic() > deadline:
-          self.write('[launch] timeout after %.0f s; stopping the cluster\n'
-                     % timeout)
-          return 124
+        if self._deadline is not None and time.monotonic() > self._deadline:
+          return self._time_out()
         time.sleep(poll_secs)
     finally:
       self.stop()
+
+  def _time_out(self):
+    self.write('[launch] timeout after %.0f s; stopping the cluster\n'
+               % self._timeout)
+    return 124
+
+  def _wait_before_restart(self):
+    """Waits as long as the Backoff says; returns False, once the timeout
+    has run out, when it ran out first. Ctrl-C and SIGTERM end the wait:
+    time.sleep returns to the KeyboardInterrupt they raise."""
+    wait, line = self._backoff.pause(time.monotonic())
+    if not wait:
+      return True
+    self.write(line)
+    if self._deadline is None or time.monotonic() + wait <= self._deadline:
+      time.sleep(wait)
+      return True
+    time.sleep(max(0.0, self._deadline - time.monotonic()))
+    return False
 
   def _next_exit(self):
     """(name, exit status) of the next task that exited, of those running
@@ -231,15 +261,20 @@ class LocalCluster:
     if decision.action == restarts.GIVE_UP:
       return status or 1
     if decision.action == restarts.RESTART_CLUSTER:
-      self._restart_every_task()
-      return None
-    if decision.flag == '--max_restarts' and restarts.rolls_back(name):
+      self.stop()
+    elif decision.flag == '--max_restarts' and restarts.rolls_back(name):
       self._join([name])  # Its last step lines are counted.
       self.write(restarts.rollback_line(self._script.train_dir,
                                         self._resumed_step(),
                                         self._steps.highest))
-    self._fork(name)
-    self._watch(name)
+    # After the stop: in a restart of every task, none waits half-stopped.
+    if not self._wait_before_restart():
+      return self._time_out()
+    if decision.action == restarts.RESTART_CLUSTER:
+      self._start_every_task_again()
+    else:
+      self._fork(name)
+      self._watch(name)
     return None
 
   def _resumed_step(self):
@@ -251,9 +286,8 @@ class LocalCluster:
     return restarts.latest_checkpoint_step(
         os.path.join(self._cwd or os.getcwd(), self._script.train_dir))
 
-  def _restart_every_task(self):
-    """Stops every task, then starts them all on new ports."""
-    self.stop()
+  def _start_every_task_again(self):
+    """Starts every task, stopped, again on new ports."""
     self.write(restarts.every_task_line(self._script.train_dir,
                                         self._resumed_step(),
                                         self._steps.highest))
@@ -295,6 +329,22 @@ class LocalCluster:
     for name in names:
       for thread in self._threads.get(name, ()):
         thread.join(timeout=5)
+
+
+def check_timeout(timeout):
+  """Raises ValueError unless `timeout` is None (no limit) or a finite
+  number of seconds > 0."""
+  if timeout is not None:
+    _check_seconds('timeout', timeout, False, 'the time the run may take, '
+                   'or no --timeout for no limit')
+
+
+def _check_seconds(name, value, zero_allowed, fix):
+  if not (math.isfinite(value) and (value >= 0 if zero_allowed else
+                                    value > 0)):
+    raise ValueError('%s must be a finite number of seconds %s 0, got %s; '
+                     'give %s' % (name, '>=' if zero_allowed else '>', value,
+                                  fix))
 
 
 def _check_size(num_ps, num_workers, task_memory_mib):

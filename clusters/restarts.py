@@ -151,6 +151,51 @@ class RestartPolicy:
     return Decision(action, flag, self._used[flag], self._allowed[flag])
 
 
+class Backoff:
+  """How long the launcher waits before a restart.
+
+  A task that fails as it starts (a lost file, a full disk the script does
+  not name) would be restarted as fast as Python starts, and use up any
+  --max_restarts in seconds. So a restart that follows the last one within
+  `reset_secs` waits `first_secs`, then twice as long at each such restart,
+  up to `max_secs`. Once the tasks have run `reset_secs` since the last
+  restart, the next one is made at once and the count starts again: a
+  failure now and then does not pay for an old streak.
+
+  Args:
+    first_secs: the wait of the first quick restart.
+    max_secs: the longest wait.
+    reset_secs: how long the tasks must run for the next restart to be
+      made at once.
+  """
+
+  def __init__(self, first_secs=1, max_secs=30, reset_secs=60):
+    self.first_secs = first_secs
+    self.max_secs = max_secs
+    self.reset_secs = reset_secs
+    self._last = None  # When the last restart was made (time.monotonic).
+    self._quick = 0  # The restarts in a row that followed quickly.
+
+  def pause(self, now):
+    """(seconds to wait, the launcher's line on it) before a restart
+    decided at `now` (time.monotonic); (0, None) when it is made at once.
+    The restart counts as made when the wait ends."""
+    since = None if self._last is None else now - self._last
+    if since is None or since >= self.reset_secs:
+      self._quick, wait = 0, 0
+    else:
+      wait = min(self.max_secs, self.first_secs * 2 ** self._quick)
+      self._quick += 1
+    self._last = now + wait
+    if not wait:
+      return 0, None
+    return wait, (
+        '[launch] waiting %g s before restarting: the last restart was %.1f '
+        's ago (restarts less than %g s apart wait %g s, twice as long each '
+        'time, up to %g s)\n' % (wait, since, self.reset_secs,
+                                  self.first_secs, self.max_secs))
+
+
 def rolls_back(task_name):
   """Whether restarting `task_name` alone (asynchronous ps training) takes
   the cluster back to the latest checkpoint: the chief restores it as it
