@@ -11,9 +11,11 @@ variables on ps tasks. The tasks and their output: clusters/local_cluster.py.
 
 The launcher exits with:
   0    when every worker exited 0 (the ps tasks are then stopped);
-  2    for bad arguments, or a cluster this machine cannot hold (its tasks
-       would not fit in the memory available, or need more open files than
-       the limit), before any task starts;
+  2    for bad arguments (a number not finite or out of range: --timeout
+       > 0, --grace_secs >= 0, thread counts >= 1), or a cluster this
+       machine cannot hold (its tasks would not fit in the memory
+       available, or need more open files than the limit), before any task
+       starts; or when a task exited 2, which is never restarted (below);
   the exit status of the first worker or ps task that failed (128 + signal
        when it was killed), after stopping the others, once no restart is
        left for it;
@@ -28,14 +30,28 @@ the task alone (asynchronous ps training) while the others go on. With
 same TF_CONFIG), up to N times in all, before --max_restarts is drawn on:
 the workers of an asynchronous run re-create their sessions, the chief
 restores the latest checkpoint onto it, and training goes on (see
-training/hooks.py, SessionRecoveryLogHook). The policy, and the lines that
-report each restart: clusters/restarts.py.
+training/hooks.py, SessionRecoveryLogHook). A task that exits 2 is not
+restarted: the scripts exit 2 for what a restart would meet again (bad
+input, a full disk). Restarts less than 60 s apart wait 1 s, then twice as
+long each time, up to 30 s, so that a task failing as it starts does not
+use up the restarts in seconds; Ctrl-C and SIGTERM end the wait. The
+policy, and the lines that report each restart: clusters/restarts.py.
 
 Tasks are stopped with SIGTERM (the chief saves, a ps task exits cleanly),
 then SIGKILL after --grace_secs; the workers first, so that the chief saves
 while its ps tasks still serve, then the ps tasks. Each task is in its own
 process group and, on Linux, dies with the launcher even if the launcher
-is killed with SIGKILL.
+is killed with SIGKILL. Nothing the tasks start outlives the launcher: a
+task's group is ended once the task exits, and what left it is ended
+whenever every task is stopped (the launcher is its subreaper; see
+clusters/process_tree.py).
+
+When the launcher's output breaks, the tasks' output is still read, so
+that no task blocks on a full pipe, and training goes on; stderr says so
+once (clusters/task_output.py). A broken pipe (`... | head -5`) is never
+written again: its reader is gone. On a full disk every later line is
+tried, and the first that goes through comes after one counting the lines
+lost: space may be freed while training runs.
 """
 
 import argparse
