@@ -14,7 +14,8 @@ Three layers, because each catches what the one before misses (Linux):
     that left its task's group (setsid, a double fork) and lost its parent
     is reparented to the launcher instead of to init, so that at exit the
     launcher finds it among its descendants and ends it
-    (end_descendants).
+    (end_descendants). One that exits earlier stays a zombie of the
+    launcher until then.
 
 Not covered: a launcher killed by SIGKILL takes its subreaper role with
 it, so what had left the tasks' groups outlives it.
@@ -61,8 +62,7 @@ def signal_group(pid, signum):
   try:
     os.killpg(pid, signum)
   except (ProcessLookupError, PermissionError):
-    # PermissionError: macOS answers so for a group of zombies only.
-    pass
+    pass  # PermissionError: what is left is another user's, not ours to end.
 
 
 # What /proc/PID/stat says of a process, after its name.
@@ -72,6 +72,8 @@ _Stat = collections.namedtuple('_Stat', ['state', 'parent', 'group'])
 def _processes():
   """{pid: _Stat} of every process /proc shows."""
   processes = {}
+  if not os.path.isdir('/proc'):
+    return processes  # Not Linux: there is no subreaper either.
   for entry in os.listdir('/proc'):
     if not entry.isdigit():
       continue

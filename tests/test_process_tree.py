@@ -21,30 +21,39 @@ from tests.test_launch import _Lines
 # The launcher picks its tasks' ports on 127.0.0.1.
 pytestmark = pytest.mark.xdist_group('loopback')
 
-# Every task starts two helpers that would sleep for 10 minutes: one in the
-# task's process group, as a data loader would be; one in a session of its
-# own, as a daemon is. It writes their pids to MARKS/<its pid>, then
-# worker1 exits 3 and the other workers sleep.
+# Every task of 2 workers starts two helpers that would sleep for 10
+# minutes: one in the task's process group, as a data loader would be; one
+# in a session of its own, as a daemon is. It writes their pids to
+# MARKS/<its pid>.<its index>. Then worker0 sleeps, and worker1, once
+# worker0 of the same start has written its file, exits 3.
 HELPING_TASK = textwrap.dedent("""\
     import json, os, subprocess, sys, time
     index = json.loads(os.environ['TF_CONFIG'])['task']['index']
+    marks = sys.argv[1]
     sleeper = [sys.executable, '-c', 'import time; time.sleep(600)']
     helper = subprocess.Popen(sleeper)
     daemon = subprocess.Popen(sleeper, start_new_session=True,
                               stdout=subprocess.DEVNULL)
-    with open(os.path.join(sys.argv[1], str(os.getpid())), 'w') as pids:
+    mark = os.path.join(marks, '%d.%d' % (os.getpid(), index))
+    with open(mark + '.tmp', 'w') as pids:  # Whole when it has its name.
       pids.write('%d %d' % (helper.pid, daemon.pid))
+    os.rename(mark + '.tmp', mark)
     print('helpers started', flush=True)
-    if index == 1:
-      sys.exit(3)
-    time.sleep(600)
+    if index == 0:
+      time.sleep(600)
+    def written(i):
+      return len([n for n in os.listdir(marks) if n.endswith('.%d' % i)])
+    deadline = time.monotonic() + 30
+    while written(0) < written(1) and time.monotonic() < deadline:
+      time.sleep(0.02)
+    sys.exit(3)
 """)
 
 
 def _helper_pids(marks):
   """{task pid: (helper pid, daemon pid)} of every start of a task."""
-  return {int(name): tuple(int(pid) for pid in
-                           (marks / name).read_text().split())
+  return {int(name.split('.')[0]): tuple(
+      int(pid) for pid in (marks / name).read_text().split())
           for name in os.listdir(marks)}
 
 
