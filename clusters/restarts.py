@@ -154,9 +154,9 @@ class RestartPolicy:
 class Backoff:
   """How long the launcher waits before a restart.
 
-  A task that fails as it starts (a lost file, a full disk the script does
-  not name) would be restarted as fast as Python starts, and use up any
-  --max_restarts in seconds. So a restart that follows the last one within
+  A task that fails as it starts, with a status other than 2, would be
+  restarted as fast as Python starts, and use up any --max_restarts in
+  seconds. So a restart that follows the last one within
   `reset_secs` waits `first_secs`, then twice as long at each such restart,
   up to `max_secs`. Once the tasks have run `reset_secs` since the last
   restart, the next one is made at once and the count starts again: a
@@ -167,14 +167,20 @@ class Backoff:
     max_secs: the longest wait.
     reset_secs: how long the tasks must run for the next restart to be
       made at once.
+
+  Raises:
+    ValueError: unless 0 < first_secs <= max_secs.
   """
 
   def __init__(self, first_secs=1, max_secs=30, reset_secs=60):
+    if not 0 < first_secs <= max_secs:
+      raise ValueError('a Backoff needs 0 < first_secs <= max_secs, got %s '
+                       'and %s' % (first_secs, max_secs))
     self.first_secs = first_secs
     self.max_secs = max_secs
     self.reset_secs = reset_secs
     self._last = None  # When the last restart was made (time.monotonic).
-    self._quick = 0  # The restarts in a row that followed quickly.
+    self._quick = 0  # How often the wait has doubled in this streak.
 
   def pause(self, now):
     """(seconds to wait, the launcher's line on it) before a restart
@@ -185,7 +191,8 @@ class Backoff:
       self._quick, wait = 0, 0
     else:
       wait = min(self.max_secs, self.first_secs * 2 ** self._quick)
-      self._quick += 1
+      if wait < self.max_secs:  # Past it, 2 ** _quick need not grow.
+        self._quick += 1
     self._last = now + wait
     if not wait:
       return 0, None
