@@ -15,7 +15,8 @@ The launcher exits with:
        > 0, --grace_secs >= 0, thread counts >= 1), or a cluster this
        machine cannot hold (its tasks would not fit in the memory
        available, or need more open files than the limit), before any task
-       starts; or when a task exited 2, which is never restarted (below);
+       starts; or when a task exited 2, which --max_restarts does not
+       restart (below);
   the exit status of the first worker or ps task that failed (128 + signal
        when it was killed), after stopping the others, once no restart is
        left for it;
@@ -30,9 +31,9 @@ the task alone (asynchronous ps training) while the others go on. With
 same TF_CONFIG), up to N times in all, before --max_restarts is drawn on:
 the workers of an asynchronous run re-create their sessions, the chief
 restores the latest checkpoint onto it, and training goes on (see
-training/hooks.py, SessionRecoveryLogHook). A task that exits 2 is not
-restarted: the scripts exit 2 for what a restart would meet again (bad
-input, a full disk). Restarts less than 60 s apart wait 1 s, then twice as
+training/hooks.py, SessionRecoveryLogHook). --max_restarts does not
+restart a task that exits 2: the scripts exit 2 for what a restart would
+meet again (bad input, a full disk). Restarts less than 60 s apart wait 1 s, then twice as
 long each time, up to 30 s, so that a task failing as it starts does not
 use up the restarts in seconds; Ctrl-C and SIGTERM end the wait. The
 policy, and the lines that report each restart: clusters/restarts.py.
