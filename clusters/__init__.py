@@ -7,7 +7,9 @@
     start; the gone ones named after a failure.
   * `launch`: `python -m clusters.launch` runs a cluster on this machine:
     its command line; `local_cluster`, the tasks' processes; `restarts`,
-    what a failed task leads to; `machine`, what the machine can hold.
+    what a failed task leads to; `machine`, what the machine can hold;
+    `process_tree`, that nothing the tasks start outlives the launcher;
+    `task_output`, the output relayed, whatever becomes of it.
   * `slurm`: the task of a srun job step, through TensorFlow's
     SlurmClusterResolver; a ps task that ends with the workers.
   * `replica_session`: a replica's training session, the cluster check

@@ -11,9 +11,12 @@ variables on ps tasks. The tasks and their output: clusters/local_cluster.py.
 
 The launcher exits with:
   0    when every worker exited 0 (the ps tasks are then stopped);
-  2    for bad arguments, or a cluster this machine cannot hold (its tasks
-       would not fit in the memory available, or need more open files than
-       the limit), before any task starts;
+  2    for bad arguments (a number not finite or out of range: --timeout
+       > 0, --grace_secs >= 0, thread counts >= 1), or a cluster this
+       machine cannot hold (its tasks would not fit in the memory
+       available, or need more open files than the limit), before any task
+       starts; or when a task exited 2, which --max_restarts does not
+       restart (below);
   the exit status of the first worker or ps task that failed (128 + signal
        when it was killed), after stopping the others, once no restart is
        left for it;
@@ -28,14 +31,28 @@ the task alone (asynchronous ps training) while the others go on. With
 same TF_CONFIG), up to N times in all, before --max_restarts is drawn on:
 the workers of an asynchronous run re-create their sessions, the chief
 restores the latest checkpoint onto it, and training goes on (see
-training/hooks.py, SessionRecoveryLogHook). The policy, and the lines that
-report each restart: clusters/restarts.py.
+training/hooks.py, SessionRecoveryLogHook). --max_restarts does not
+restart a task that exits 2: the scripts exit 2 for what a restart would
+meet again (bad input, a full disk). Restarts less than 60 s apart wait 1 s, then twice as
+long each time, up to 30 s, so that a task failing as it starts does not
+use up the restarts in seconds; Ctrl-C and SIGTERM end the wait. The
+policy, and the lines that report each restart: clusters/restarts.py.
 
 Tasks are stopped with SIGTERM (the chief saves, a ps task exits cleanly),
 then SIGKILL after --grace_secs; the workers first, so that the chief saves
 while its ps tasks still serve, then the ps tasks. Each task is in its own
 process group and, on Linux, dies with the launcher even if the launcher
-is killed with SIGKILL.
+is killed with SIGKILL. Nothing the tasks start outlives the launcher: a
+task's group is ended once the task exits, and what left it is ended
+whenever every task is stopped (the launcher is its subreaper; see
+clusters/process_tree.py).
+
+When the launcher's output breaks, the tasks' output is still read, so
+that no task blocks on a full pipe, and training goes on; stderr says so
+once (clusters/task_output.py). A broken pipe (`... | head -5`) is never
+written again: its reader is gone. On a full disk every later line is
+tried, and the first that goes through comes after one counting the lines
+lost: space may be freed while training runs.
 """
 
 import argparse
@@ -43,6 +60,7 @@ import signal
 import sys
 
 from clusters.local_cluster import LocalCluster
+from clusters.local_cluster import check_timeout
 from clusters.local_cluster import exit_status
 from clusters.local_cluster import tf_config
 from clusters.machine import HOST
@@ -73,11 +91,13 @@ OPTIONS = (
     ('--inter_op_threads', int, _NO_LIMIT,
      'TF_NUM_INTEROP_THREADS of every task'),
     ('--grace_secs', float, 10,
-     'seconds between SIGTERM and SIGKILL when stopping'),
+     'seconds between SIGTERM and SIGKILL when stopping: the time a chief '
+     'has to save (default 10; 0: SIGKILL at once)'),
     ('--max_restarts', int, 0,
      'restart after a task fails, up to this many times in all: every task, '
      'from the latest checkpoint, or, in asynchronous ps training, the task '
-     'alone (default 0: a failed task stops the cluster)'),
+     'alone (default 0: a failed task stops the cluster); restarts less '
+     'than 60 s apart wait 1 s, then twice as long each time, up to 30 s'),
     ('--ps_restarts', int, 0,
      'start a ps task that dies again, alone, up to this many times in all, '
      'before --max_restarts is drawn on (default 0)'),
@@ -111,22 +131,30 @@ def _raise_interrupt(signum, unused_frame):
 
 
 def _thread_env(args):
+  """The tasks' TF_NUM_*_THREADS; raises ValueError for a count < 1."""
   env = {}
-  if args.intra_op_threads is not None:
-    env['TF_NUM_INTRAOP_THREADS'] = str(args.intra_op_threads)
-  if args.inter_op_threads is not None:
-    env['TF_NUM_INTEROP_THREADS'] = str(args.inter_op_threads)
+  for flag, variable in (('intra_op_threads', 'TF_NUM_INTRAOP_THREADS'),
+                         ('inter_op_threads', 'TF_NUM_INTEROP_THREADS')):
+    threads = getattr(args, flag)
+    if threads is None:
+      continue
+    if threads < 1:
+      raise ValueError('%s must be >= 1, got %d; give 1 or more, or no --%s '
+                       'to let TensorFlow decide' % (flag, threads, flag))
+    env[variable] = str(threads)
   return env
 
 
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
   try:
+    check_timeout(args.timeout)
     local = LocalCluster(args.command, args.num_ps, args.num_workers,
                          env=_thread_env(args), grace_secs=args.grace_secs,
                          ps_restarts=args.ps_restarts,
                          max_restarts=args.max_restarts,
-                         task_memory_mib=args.task_memory_mib)
+                         task_memory_mib=args.task_memory_mib,
+                         end_leftovers=True)
   except ValueError as e:
     print('error: %s' % e, file=sys.stderr)
     return 2

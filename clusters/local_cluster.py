@@ -8,8 +8,8 @@ with ports picked free on 127.0.0.1. Output lines are prefixed with the task
 clusters/restarts.py's decision; this module carries it out.
 """
 
-import ctypes
 import json
+import math
 import os
 import queue
 import signal
@@ -19,13 +19,9 @@ import threading
 import time
 
 from clusters import machine
+from clusters import process_tree
 from clusters import restarts
-
-_PR_SET_PDEATHSIG = 1
-try:
-  _LIBC = ctypes.CDLL(None, use_errno=True)
-except OSError:
-  _LIBC = None
+from clusters import task_output
 
 
 def tf_config(ps_hosts, worker_hosts, job_name, task_index):
@@ -38,23 +34,6 @@ def tf_config(ps_hosts, worker_hosts, job_name, task_index):
 def exit_status(returncode):
   """A shell-style exit status: 128 + N for a process killed by signal N."""
   return 128 - returncode if returncode < 0 else returncode
-
-
-def _die_with_parent():
-  """Runs in the child before exec: SIGKILL it when the launcher dies.
-
-  libc is loaded beforehand, in the parent: the child only makes the call.
-  """
-  prctl = getattr(_LIBC, 'prctl', None)
-  if prctl is not None:  # Linux. Elsewhere stop() still ends the tasks.
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _signal_group(process, signum):
-  try:
-    os.killpg(process.pid, signum)
-  except ProcessLookupError:
-    pass
 
 
 def _task(name):
@@ -83,17 +62,28 @@ class LocalCluster:
     task_memory_mib: the memory one task takes: the cluster is refused
       when its tasks would not fit in what the machine has available
       (0 skips the check).
+    restart_backoff: a restarts.Backoff, the waits before restarts that
+      follow each other quickly (default: 1 s, doubled each time up to
+      30 s).
+    end_leftovers: make this process the subreaper of what the tasks
+      start, and end what they leave outside their process groups whenever
+      every task is stopped (see clusters/process_tree.py). Only for a
+      process whose every child is a task, as the launcher's is: every
+      other process below it would be ended too.
 
   Raises:
-    ValueError: for a cluster of no valid size, a negative budget, or a
-      cluster this machine cannot hold (memory, open files), before any
-      task starts.
+    ValueError: for a cluster of no valid size, a negative budget or grace
+      time, or a cluster this machine cannot hold (memory, open files),
+      before any task starts.
   """
 
   def __init__(self, command, num_ps, num_workers, env=None, output=None,
                cwd=None, grace_secs=10, ps_restarts=0, max_restarts=0,
-               task_memory_mib=machine.TASK_MEMORY_MIB):
+               task_memory_mib=machine.TASK_MEMORY_MIB,
+               restart_backoff=None, end_leftovers=False):
     _check_size(num_ps, num_workers, task_memory_mib)
+    _check_seconds('grace_secs', grace_secs, True, 'the time a task has to '
+                   'save after SIGTERM, e.g. 10 (0: SIGKILL at once)')
     self._script = restarts.read_script_args(command)
     self._policy = restarts.RestartPolicy(
         restarts.training_mode(num_ps, self._script), max_restarts,
@@ -103,7 +93,7 @@ class LocalCluster:
     raised = machine.make_room_for_files(num_ps + num_workers)
     self._command = [sys.executable] + list(command)
     self._env = dict(env or {})
-    self._output = output or sys.stdout
+    self._output = task_output.TaskOutput(output or sys.stdout)
     self._cwd = cwd
     self._grace_secs = grace_secs
     self.ps_hosts, self.worker_hosts = [], []
@@ -112,10 +102,15 @@ class LocalCluster:
     self._threads = {}  # Task name -> the threads relaying and awaiting it.
     self._exits = queue.Queue()  # (name, Popen), in the order they exit.
     self._steps = restarts.StepLog()
+    self._backoff = restart_backoff or restarts.Backoff()
+    self._timeout = self._deadline = None  # wait()'s, and when it ends.
     self._start_number = 0
-    self._write_lock = threading.Lock()
+    self._end_leftovers = end_leftovers
+    self._groups = set()  # The process group of every task started.
     if raised:
       self.write(raised)
+    if end_leftovers:
+      process_tree.become_subreaper()
 
   @property
   def ps_names(self):
@@ -130,9 +125,9 @@ class LocalCluster:
     return (self.ps_hosts if job == 'ps' else self.worker_hosts)[index]
 
   def write(self, line):
-    with self._write_lock:
-      self._output.write(line)
-      self._output.flush()
+    """Writes a line of the launcher's output; never raises (see
+    clusters/task_output.py)."""
+    self._output.write(line)
 
   def _pick_ports(self, num_ps, num_workers):
     addresses = ['%s:%d' % (machine.HOST, port)
@@ -146,7 +141,7 @@ class LocalCluster:
     The threads start last so that no thread of ours runs while a task is
     forked (see preexec_fn in the subprocess documentation); a task
     restarted later is forked while they run, which is safe as long as the
-    child only calls prctl before exec, as _die_with_parent does.
+    child only calls prctl before exec, as die_with_parent does.
     """
     self._start_number = self._steps.new_start()
     for name in self.ps_names + self.worker_names:
@@ -165,8 +160,9 @@ class LocalCluster:
         self._command, cwd=self._cwd, env=env, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         errors='replace', start_new_session=True,
-        preexec_fn=_die_with_parent)
+        preexec_fn=process_tree.die_with_parent)
     self.processes[name] = process
+    self._groups.add(process.pid)
     self.write('[launch] %s: pid %d, %s\n' % (
         name, process.pid, env['TF_CONFIG']))
 
@@ -182,6 +178,9 @@ class LocalCluster:
 
     def wait_for_exit():
       process.wait()
+      # What the task left in its group serves no one now (see
+      # clusters/process_tree.py); its pipe closes with them.
+      process_tree.signal_group(process.pid, signal.SIGKILL)
       self._exits.put((name, process))
 
     threads = self._threads[name] = []
@@ -195,8 +194,13 @@ class LocalCluster:
     exit status. A failed task is restarted while the RestartPolicy allows.
 
     Stops every task before returning, whatever the outcome.
+
+    Raises:
+      ValueError: a timeout that is not a finite number > 0.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
+    check_timeout(timeout)
+    self._timeout = timeout
+    self._deadline = None if timeout is None else time.monotonic() + timeout
     try:
       while True:
         exited = self._next_exit()
@@ -205,13 +209,30 @@ class LocalCluster:
           if status is not None:
             return status
           exited = self._next_exit()
-        if deadline is not None and time.monotonic() > deadline:
-          self.write('[launch] timeout after %.0f s; stopping the cluster\n'
-                     % timeout)
-          return 124
+        if self._deadline is not None and time.monotonic() > self._deadline:
+          return self._time_out()
         time.sleep(poll_secs)
     finally:
       self.stop()
+
+  def _time_out(self):
+    self.write('[launch] timeout after %.0f s; stopping the cluster\n'
+               % self._timeout)
+    return 124
+
+  def _wait_before_restart(self):
+    """Waits as long as the Backoff says; returns False, once the timeout
+    has run out, when it ran out first. Ctrl-C and SIGTERM end the wait:
+    time.sleep returns to the KeyboardInterrupt they raise."""
+    wait, line = self._backoff.pause(time.monotonic())
+    if not wait:
+      return True
+    self.write(line)
+    if self._deadline is None or time.monotonic() + wait <= self._deadline:
+      time.sleep(wait)
+      return True
+    time.sleep(max(0.0, self._deadline - time.monotonic()))
+    return False
 
   def _next_exit(self):
     """(name, exit status) of the next task that exited, of those running
@@ -240,15 +261,20 @@ class LocalCluster:
     if decision.action == restarts.GIVE_UP:
       return status or 1
     if decision.action == restarts.RESTART_CLUSTER:
-      self._restart_every_task()
-      return None
-    if decision.flag == '--max_restarts' and restarts.rolls_back(name):
+      self.stop()
+    elif decision.flag == '--max_restarts' and restarts.rolls_back(name):
       self._join([name])  # Its last step lines are counted.
       self.write(restarts.rollback_line(self._script.train_dir,
                                         self._resumed_step(),
                                         self._steps.highest))
-    self._fork(name)
-    self._watch(name)
+    # After the stop: in a restart of every task, none waits half-stopped.
+    if not self._wait_before_restart():
+      return self._time_out()
+    if decision.action == restarts.RESTART_CLUSTER:
+      self._start_every_task_again()
+    else:
+      self._fork(name)
+      self._watch(name)
     return None
 
   def _resumed_step(self):
@@ -260,9 +286,8 @@ class LocalCluster:
     return restarts.latest_checkpoint_step(
         os.path.join(self._cwd or os.getcwd(), self._script.train_dir))
 
-  def _restart_every_task(self):
-    """Stops every task, then starts them all on new ports."""
-    self.stop()
+  def _start_every_task_again(self):
+    """Starts every task, stopped, again on new ports."""
     self.write(restarts.every_task_line(self._script.train_dir,
                                         self._resumed_step(),
                                         self._steps.highest))
@@ -272,23 +297,31 @@ class LocalCluster:
   def stop(self):
     """SIGTERM to every task still running, SIGKILL after the grace time:
     the workers first, so that the chief can still save the variables its
-    ps tasks hold, then the ps tasks."""
+    ps tasks hold, then the ps tasks. Then, with end_leftovers, what the
+    tasks left outside their process groups."""
     self._stop(self.worker_names)
     self._stop(self.ps_names)
+    if self._end_leftovers:
+      ended = process_tree.end_descendants(self._groups)
+      if ended:
+        self.write('[launch] ended %d process(es) the tasks had left '
+                   'running: pid %s\n' % (len(ended),
+                                           ', '.join(map(str, ended))))
+    self._join(self.worker_names + self.ps_names)
 
   def _stop(self, names):
     running = [self.processes[n] for n in names
                if n in self.processes and self.processes[n].poll() is None]
     for process in running:
-      _signal_group(process, signal.SIGTERM)
+      process_tree.signal_group(process.pid, signal.SIGTERM)
     deadline = time.monotonic() + self._grace_secs
     for process in running:
       try:
         process.wait(timeout=max(0.0, deadline - time.monotonic()))
       except subprocess.TimeoutExpired:
-        _signal_group(process, signal.SIGKILL)
+        process_tree.signal_group(process.pid, signal.SIGKILL)
         process.wait()
-    self._join(names)
+      process_tree.signal_group(process.pid, signal.SIGKILL)  # Its leftovers.
 
   def _join(self, names):
     """Waits until the output of the tasks, which have exited, is relayed
@@ -296,6 +329,22 @@ class LocalCluster:
     for name in names:
       for thread in self._threads.get(name, ()):
         thread.join(timeout=5)
+
+
+def check_timeout(timeout):
+  """Raises ValueError unless `timeout` is None (no limit) or a finite
+  number of seconds > 0."""
+  if timeout is not None:
+    _check_seconds('timeout', timeout, False, 'the time the run may take, '
+                   'or no --timeout for no limit')
+
+
+def _check_seconds(name, value, zero_allowed, fix):
+  if not (math.isfinite(value) and (value >= 0 if zero_allowed else
+                                    value > 0)):
+    raise ValueError('%s must be a finite number of seconds %s 0, got %s; '
+                     'give %s' % (name, '>=' if zero_allowed else '>', value,
+                                  fix))
 
 
 def _check_size(num_ps, num_workers, task_memory_mib):

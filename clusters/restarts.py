@@ -18,8 +18,9 @@ covers follows from how the cluster trains:
 Two budgets: --max_restarts counts the restarts of any task, whatever they
 cover; --ps_restarts (the older flag) restarts ps tasks only, alone, in
 any mode, and a dead ps task draws on it first. --max_restarts never
-restarts a task that exited 2: that is the scripts' status for bad input
-(a flag, a file, a port taken), which a restart would meet again.
+restarts a task that exited 2: that is the scripts' status for what a
+restart would meet again, bad input (a flag, a file, a port taken) or a
+full disk (a checkpoint that cannot be written).
 """
 
 import collections
@@ -150,6 +151,58 @@ class RestartPolicy:
     return Decision(action, flag, self._used[flag], self._allowed[flag])
 
 
+class Backoff:
+  """How long the launcher waits before a restart.
+
+  A task that fails as it starts, with a status other than 2, would be
+  restarted as fast as Python starts, and use up any --max_restarts in
+  seconds. So a restart that follows the last one within
+  `reset_secs` waits `first_secs`, then twice as long at each such restart,
+  up to `max_secs`. Once the tasks have run `reset_secs` since the last
+  restart, the next one is made at once and the count starts again: a
+  failure now and then does not pay for an old streak.
+
+  Args:
+    first_secs: the wait of the first quick restart.
+    max_secs: the longest wait.
+    reset_secs: how long the tasks must run for the next restart to be
+      made at once.
+
+  Raises:
+    ValueError: unless 0 < first_secs <= max_secs.
+  """
+
+  def __init__(self, first_secs=1, max_secs=30, reset_secs=60):
+    if not 0 < first_secs <= max_secs:
+      raise ValueError('a Backoff needs 0 < first_secs <= max_secs, got %s '
+                       'and %s' % (first_secs, max_secs))
+    self.first_secs = first_secs
+    self.max_secs = max_secs
+    self.reset_secs = reset_secs
+    self._last = None  # When the last restart was made (time.monotonic).
+    self._quick = 0  # How often the wait has doubled in this streak.
+
+  def pause(self, now):
+    """(seconds to wait, the launcher's line on it) before a restart
+    decided at `now` (time.monotonic); (0, None) when it is made at once.
+    The restart counts as made when the wait ends."""
+    since = None if self._last is None else now - self._last
+    if since is None or since >= self.reset_secs:
+      self._quick, wait = 0, 0
+    else:
+      wait = min(self.max_secs, self.first_secs * 2 ** self._quick)
+      if wait < self.max_secs:  # Past it, 2 ** _quick need not grow.
+        self._quick += 1
+    self._last = now + wait
+    if not wait:
+      return 0, None
+    return wait, (
+        '[launch] waiting %g s before restarting: the last restart was %.1f '
+        's ago (restarts less than %g s apart wait %g s, twice as long each '
+        'time, up to %g s)\n' % (wait, since, self.reset_secs,
+                                  self.first_secs, self.max_secs))
+
+
 def rolls_back(task_name):
   """Whether restarting `task_name` alone (asynchronous ps training) takes
   the cluster back to the latest checkpoint: the chief restores it as it
@@ -174,7 +227,9 @@ def failure_line(task_name, status, decision, address):
     if not decision.allowed:
       why = ''
     elif status == BAD_INPUT_STATUS:
-      why = ' (bad input, which a restart would meet again)'
+      why = (', which is not restarted: the scripts exit 2 for what a '
+             'restart would meet again (bad input, a full disk; see its '
+             'error above)')
     else:
       why = ' after %d restart(s), all that --max_restarts %d allows' % (
           decision.number, decision.allowed)

@@ -117,8 +117,9 @@ def _decision(action, flag, number, allowed):
      'worker1 failed with exit status 137 after 2 restart(s), all that '
      '--max_restarts 2 allows; stopping the cluster'),
     ('worker0', 2, _decision(restarts.GIVE_UP, '--max_restarts', 0, 3),
-     'worker0 failed with exit status 2 (bad input, which a restart would '
-     'meet again); stopping the cluster'),
+     'worker0 failed with exit status 2, which is not restarted: the '
+     'scripts exit 2 for what a restart would meet again (bad input, a full '
+     'disk; see its error above); stopping the cluster'),
     ('worker1', 137, _decision(restarts.RESTART_CLUSTER, '--max_restarts', 1,
                                2),
      'worker1 failed with exit status 137; stopping every task to restart '
@@ -209,3 +210,30 @@ def test_the_step_log_counts_the_highest_of_each_tasks_latest_step():
   steps.observe(first, 'worker0', 'INFO:tensorflow:step 30: loss = 0.5\n')
   steps.observe(second, 'worker1', 'INFO:tensorflow:step 4: loss = 0.5\n')
   assert steps.highest == 4
+
+
+def test_quick_restarts_wait_twice_as_long_each_time_up_to_30_s():
+  backoff = restarts.Backoff()
+  now, waits = 1000.0, []
+  for _ in range(8):
+    wait, _ = backoff.pause(now)
+    waits.append(wait)
+    now += wait + 2  # The restarted tasks fail 2 s after they start.
+  assert waits == [0, 1, 2, 4, 8, 16, 30, 30]
+
+
+def test_after_a_minute_without_restarts_the_next_is_made_at_once():
+  backoff = restarts.Backoff()
+  assert [backoff.pause(now)[0] for now in (0.0, 1.0, 3.0)] == [0, 1, 2]
+  # The last restart was made at 3 + 2 s; the tasks then ran 60 s.
+  assert backoff.pause(65.0)[0] == 0
+  assert backoff.pause(66.0)[0] == 1
+
+
+def test_the_line_of_a_wait_before_a_restart():
+  backoff = restarts.Backoff()
+  assert backoff.pause(100.0) == (0, None)
+  assert backoff.pause(102.5) == (1, (
+      '[launch] waiting 1 s before restarting: the last restart was 2.5 s '
+      'ago (restarts less than 60 s apart wait 1 s, twice as long each time,'
+      ' up to 30 s)\n'))

@@ -8,13 +8,19 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
 
 from clusters import launch
+from clusters import restarts
 from tests.script_runner import REPO
+from tests.stand_in_tasks import write_task
 from tests.test_launch import _Lines
+from tests.test_launch import _kill_all
+from tests.test_launch import _start_launcher
+from tests.test_launch import _task_pids
 
 # It uses 127.0.0.1 (servers, clusters, or a count of its bytes): under
 # `make test`'s `pytest -n 2`, its tests run on one worker with the other
@@ -44,9 +50,10 @@ def _started(log, name):
   return [start for start in _starts(log) if start[0] == name]
 
 
-def _run(tmp_path, mode, num_ps, max_restarts, *extra, num_workers=2):
-  """Runs restart_task.py's MODE to its end; returns the LocalCluster,
-  the launcher's status and its log."""
+def _run(tmp_path, mode, num_ps, max_restarts, *extra, num_workers=2,
+         **options):
+  """Runs restart_task.py's MODE to its end, with LocalCluster's `options`
+  added; returns the LocalCluster, the launcher's status and its log."""
   marks = tmp_path / 'marks'
   marks.mkdir()
   train_dir = str(tmp_path / 'train')
@@ -54,7 +61,7 @@ def _run(tmp_path, mode, num_ps, max_restarts, *extra, num_workers=2):
   cluster = launch.LocalCluster(
       [TASK, mode, str(marks), '--train_dir=%s' % train_dir] + list(extra),
       num_ps, num_workers, output=output, grace_secs=5,
-      max_restarts=max_restarts)
+      max_restarts=max_restarts, **options)
   try:
     cluster.start()
     status = cluster.wait(timeout=60)
@@ -181,9 +188,42 @@ def test_bad_input_stops_the_cluster_without_a_restart(tmp_path):
   _, status, log = _run(tmp_path, 'bad_input', 1, 3)
   assert status == 2, log
   assert _last_launch_line(log) == (
-      '[launch] worker1 failed with exit status 2 (bad input, which a '
-      'restart would meet again); stopping the cluster')
+      '[launch] worker1 failed with exit status 2, which is not restarted: '
+      'the scripts exit 2 for what a restart would meet again (bad input, a '
+      'full disk; see its error above); stopping the cluster')
   assert len(_started(log, 'worker1')) == 1
+
+
+# Worker1 cannot save its checkpoint, as train_image_classifier.py on a
+# full disk: it says so and exits 2. Worker0 sleeps.
+DISK_FULL_TASK = textwrap.dedent("""\
+    import json, os, sys, time
+    if json.loads(os.environ['TF_CONFIG'])['task']['index'] == 1:
+      print('error: could not write the checkpoint: [Errno 28] No space '
+            'left on device', file=sys.stderr)
+      sys.exit(2)
+    time.sleep(600)
+""")
+
+
+def test_a_task_that_exits_2_on_a_full_disk_is_not_restarted(tmp_path):
+  script, _ = write_task(tmp_path, 'disk_full_task.py', DISK_FULL_TASK)
+  result = subprocess.run(
+      [sys.executable, '-m', 'clusters.launch', '--num_ps', '0',
+       '--num_workers', '2', '--max_restarts', '3', '--timeout', '60',
+       '--grace_secs', '5', '--', script],
+      cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO),
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=120)
+  log = result.stdout
+  assert result.returncode == 2, log
+  assert ('[worker1] error: could not write the checkpoint: [Errno 28] No '
+          'space left on device\n') in log
+  assert _last_launch_line(log) == (
+      '[launch] worker1 failed with exit status 2, which is not restarted: '
+      'the scripts exit 2 for what a restart would meet again (bad input, a '
+      'full disk; see its error above); stopping the cluster')
+  assert [name for name, _, _ in _starts(log)] == ['worker0', 'worker1']
 
 
 @pytest.mark.parametrize('module,options,status', [
@@ -220,3 +260,49 @@ def test_a_negative_max_restarts_exits_2_with_one_line(capsys):
   assert capsys.readouterr().err == (
       'error: max_restarts must be >= 0, got -1; give 0 (a failed task stops '
       'the cluster) or more\n')
+
+
+def test_quick_restarts_wait_longer_each_time(tmp_path):
+  started = time.monotonic()
+  _, status, log = _run(tmp_path, 'always_fails', 0, 4,
+                        restart_backoff=restarts.Backoff(first_secs=0.2,
+                                                         max_secs=0.4))
+  assert status == 3, log
+  # The first restart is made at once; the next ones follow it quickly.
+  assert re.findall(r'^\[launch\] waiting ([\d.]+) s before restarting: '
+                    r'the last restart was [\d.]+ s ago \(restarts less than '
+                    r'60 s apart wait 0.2 s, twice as long each time, up to '
+                    r'0.4 s\)$', log, re.M) == ['0.2', '0.4', '0.4']
+  assert len(_started(log, 'worker1')) == 5
+  assert time.monotonic() - started >= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('signum,status', [(signal.SIGINT, 130),
+                                           (signal.SIGTERM, 143)])
+def test_a_signal_ends_the_wait_before_a_restart_at_once(tmp_path, signum,
+                                                         status):
+  marks = tmp_path / 'marks'
+  marks.mkdir()
+  process, reader = _start_launcher(
+      '--num_ps', '0', '--num_workers', '2', '--max_restarts', '10',
+      '--grace_secs', '5', '--timeout', '120', '--', TASK, 'always_fails',
+      str(marks), '--train_dir=%s' % (tmp_path / 'train'))
+  pids = []
+  try:
+    # Waits of 0, 1 and 2 s came before this one.
+    lines = reader.until(r'^\[launch\] waiting 4 s before restarting',
+                         timeout=60)
+    pids = _task_pids(lines)
+    signalled = time.monotonic()
+    process.send_signal(signum)
+    process.wait(timeout=30)
+    took = time.monotonic() - signalled
+    rest = reader.rest()
+    assert process.returncode == status, ''.join(lines) + rest
+    assert took < 2, took
+    assert rest == ('[launch] interrupted by signal %d; every task is '
+                    'stopped\n' % signum)
+    assert len(pids) == 8  # 2 workers, 4 starts: no restart after it.
+  finally:
+    _kill_all(process, reader, pids)
