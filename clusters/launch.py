@@ -10,7 +10,9 @@ With --num_ps 0 the workers all-reduce their gradients instead of sharing
 variables on ps tasks. The tasks and their output: clusters/local_cluster.py.
 
 The launcher exits with:
-  0    when every worker exited 0 (the ps tasks are then stopped);
+  0    when every worker exited 0 (the ps tasks are then stopped), or when
+       the chief did and the other workers are past --finish_timeout
+       (named, then stopped);
   2    for bad arguments (a number not finite or out of range: --timeout
        > 0, --grace_secs >= 0, thread counts >= 1), or a cluster this
        machine cannot hold (its tasks would not fit in the memory
@@ -33,8 +35,8 @@ the workers of an asynchronous run re-create their sessions, the chief
 restores the latest checkpoint onto it, and training goes on (see
 training/hooks.py, SessionRecoveryLogHook). --max_restarts does not
 restart a task that exits 2: the scripts exit 2 for what a restart would
-meet again (bad input, a full disk). Restarts less than 60 s apart wait 1 s, then twice as
-long each time, up to 30 s, so that a task failing as it starts does not
+meet again (bad input, a full disk). Restarts less than 60 s apart wait
+1 s, then twice as long each time, up to 30 s, so that a task failing as it starts does not
 use up the restarts in seconds; Ctrl-C and SIGTERM end the wait. The
 policy, and the lines that report each restart: clusters/restarts.py.
 
@@ -46,6 +48,12 @@ is killed with SIGKILL. Nothing the tasks start outlives the launcher: a
 task's group is ended once the task exits, and what left it is ended
 whenever every task is stopped (the launcher is its subreaper; see
 clusters/process_tree.py).
+
+A task that makes no progress is named (clusters/task_watch.py): one
+the kernel shows stopped (SIGSTOP, a debugger) for 30 s, and, once the
+chief has finished, a worker that has not finished within --finish_timeout
+(by default 5 x the longest gap between its progress lines, at least 60 s).
+Stopping sends SIGCONT after SIGTERM, so that a stopped task saves too.
 
 When the launcher's output breaks, the tasks' output is still read, so
 that no task blocks on a full pipe, and training goes on; stderr says so
@@ -59,6 +67,7 @@ import argparse
 import signal
 import sys
 
+from clusters import task_watch
 from clusters.local_cluster import LocalCluster
 from clusters.local_cluster import check_timeout
 from clusters.local_cluster import exit_status
@@ -101,6 +110,10 @@ OPTIONS = (
     ('--ps_restarts', int, 0,
      'start a ps task that dies again, alone, up to this many times in all, '
      'before --max_restarts is drawn on (default 0)'),
+    ('--finish_timeout', float, _NO_LIMIT,
+     'seconds the other workers have to finish once the chief has; a worker '
+     'past it is named and stopped, and the launcher exits 0 (default: 5 x '
+     'the longest gap between two of its progress lines, at least 60 s)'),
     ('--task_memory_mib', int, TASK_MEMORY_MIB,
      'memory one task takes, in MiB: a cluster whose tasks would not fit in '
      'the memory available is refused before any starts (default '
@@ -154,6 +167,7 @@ def main(argv=None):
                          ps_restarts=args.ps_restarts,
                          max_restarts=args.max_restarts,
                          task_memory_mib=args.task_memory_mib,
+                         watch=task_watch.TaskWatch(args.finish_timeout),
                          end_leftovers=True)
   except ValueError as e:
     print('error: %s' % e, file=sys.stderr)

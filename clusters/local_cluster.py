@@ -22,6 +22,7 @@ from clusters import machine
 from clusters import process_tree
 from clusters import restarts
 from clusters import task_output
+from clusters import task_watch
 
 
 def tf_config(ps_hosts, worker_hosts, job_name, task_index):
@@ -65,6 +66,8 @@ class LocalCluster:
     restart_backoff: a restarts.Backoff, the waits before restarts that
       follow each other quickly (default: 1 s, doubled each time up to
       30 s).
+    watch: the task_watch.TaskWatch that says when a task makes no
+      progress (default: one with the bounds it derives).
     end_leftovers: make this process the subreaper of what the tasks
       start, and end what they leave outside their process groups whenever
       every task is stopped (see clusters/process_tree.py). Only for a
@@ -80,7 +83,7 @@ class LocalCluster:
   def __init__(self, command, num_ps, num_workers, env=None, output=None,
                cwd=None, grace_secs=10, ps_restarts=0, max_restarts=0,
                task_memory_mib=machine.TASK_MEMORY_MIB,
-               restart_backoff=None, end_leftovers=False):
+               restart_backoff=None, watch=None, end_leftovers=False):
     _check_size(num_ps, num_workers, task_memory_mib)
     _check_seconds('grace_secs', grace_secs, True, 'the time a task has to '
                    'save after SIGTERM, e.g. 10 (0: SIGKILL at once)')
@@ -103,6 +106,7 @@ class LocalCluster:
     self._exits = queue.Queue()  # (name, Popen), in the order they exit.
     self._steps = restarts.StepLog()
     self._backoff = restart_backoff or restarts.Backoff()
+    self._watch_progress = watch or task_watch.TaskWatch()
     self._timeout = self._deadline = None  # wait()'s, and when it ends.
     self._start_number = 0
     self._end_leftovers = end_leftovers
@@ -163,6 +167,7 @@ class LocalCluster:
         preexec_fn=process_tree.die_with_parent)
     self.processes[name] = process
     self._groups.add(process.pid)
+    self._watch_progress.forget(name)
     self.write('[launch] %s: pid %d, %s\n' % (
         name, process.pid, env['TF_CONFIG']))
 
@@ -174,6 +179,7 @@ class LocalCluster:
       for line in process.stdout:
         self.write('[%s] %s' % (name, line))
         self._steps.observe(start, name, line)
+        self._watch_progress.observe(name, line)
       process.stdout.close()
 
     def wait_for_exit():
@@ -211,9 +217,26 @@ class LocalCluster:
           exited = self._next_exit()
         if self._deadline is not None and time.monotonic() > self._deadline:
           return self._time_out()
+        if self._no_progress():
+          return 0
         time.sleep(poll_secs)
     finally:
       self.stop()
+
+  def _no_progress(self):
+    """Names the tasks that make no progress (clusters/task_watch.py);
+    True when the watch ends: workers past their bound to finish after
+    the chief, which stop() then stops."""
+    running = {name: process.pid for name, process in self.processes.items()
+               if process.poll() is None}
+    for line in self._watch_progress.stopped(running):
+      self.write(line)
+    overdue = self._watch_progress.overdue(
+        {name: pid for name, pid in running.items()
+         if name in self.worker_names})
+    for line in overdue:
+      self.write(line)
+    return bool(overdue)
 
   def _time_out(self):
     self.write('[launch] timeout after %.0f s; stopping the cluster\n'
@@ -249,6 +272,8 @@ class LocalCluster:
     """Acts on a task's exit; returns the launcher's status when it ends
     the watch, None when the watch goes on."""
     if name in self.worker_names and status == 0:
+      if name == self.worker_names[0]:
+        self._watch_progress.chief_finished()
       if all(self.processes[n].returncode == 0 for n in self.worker_names):
         self.write('[launch] all workers finished%s\n' % (
             '; stopping the ps tasks' if self.ps_hosts else ''))
@@ -314,6 +339,8 @@ class LocalCluster:
                if n in self.processes and self.processes[n].poll() is None]
     for process in running:
       process_tree.signal_group(process.pid, signal.SIGTERM)
+      # A stopped task (SIGSTOP) acts on the SIGTERM once it runs again.
+      process_tree.signal_group(process.pid, signal.SIGCONT)
     deadline = time.monotonic() + self._grace_secs
     for process in running:
       try:

@@ -21,6 +21,7 @@ too:
 Lines and decisions only; clusters/local_cluster.py acts on them.
 """
 
+import math
 import threading
 import time
 
@@ -64,9 +65,18 @@ class TaskWatch:
       chief has; None derives it from their progress lines.
     clock: the time module, or a stand-in with monotonic().
     state_of: process_state, or a stand-in.
+
+  Raises:
+    ValueError: a finish_timeout that is not a finite number > 0.
   """
 
   def __init__(self, finish_timeout=None, clock=time, state_of=process_state):
+    if finish_timeout is not None and not (
+        math.isfinite(finish_timeout) and finish_timeout > 0):
+      raise ValueError(
+          'finish_timeout must be a finite number of seconds > 0, got %s; '
+          'give the time the other workers have to finish once the chief '
+          'has, or none to derive it from their step times' % finish_timeout)
     self._finish_timeout = finish_timeout
     self._clock = clock
     self._state_of = state_of

@@ -40,6 +40,8 @@ pytestmark = pytest.mark.xdist_group('loopback')
 # 'saves_on_sigterm': workers hang; on SIGTERM they wait 0.5 s, as a chief
 # saving, then print 'saved' if ps task 0 still accepts connections, else
 # 'ps gone', and exit 0.
+# 'worker1_stops': worker 1 prints a progress line and stops itself
+# (SIGSTOP); the other workers print 'done'.
 FAKE_TASK = textwrap.dedent("""\
     import json, os, signal, socket, sys, time
     config = json.loads(os.environ['TF_CONFIG'])
@@ -91,6 +93,9 @@ FAKE_TASK = textwrap.dedent("""\
         sys.exit(0)
       signal.signal(signal.SIGTERM, save)
       time.sleep(600)
+    if mode == 'worker1_stops' and index == 1:
+      print('step 3: loss = 1.0', flush=True)
+      os.kill(os.getpid(), signal.SIGSTOP)
     if mode in ('hang', 'ps_quits') or (mode == 'fail1' and index != 1):
       time.sleep(600)
     if mode == 'fail1':
@@ -487,6 +492,30 @@ def test_launcher_signal_stops_every_task(fake_task, signum, status):
     assert process.returncode == status, ''.join(lines) + rest
     assert rest.endswith('[launch] interrupted by signal %d; every task is '
                          'stopped\n' % signum), rest
+    assert not [pid for pid in pids if process_alive(pid)]
+  finally:
+    _kill_all(process, reader, pids)
+
+
+def test_a_worker_stopped_after_the_chief_finished_is_named_and_stopped(
+    fake_task):
+  process, reader = _start_launcher('--num_ps', '1', '--num_workers', '2',
+                                    '--grace_secs', '3', '--finish_timeout',
+                                    '2', '--', fake_task, 'worker1_stops')
+  pids = []
+  try:
+    lines = reader.until(r'^\[launch\] worker1: pid')
+    pids = _task_pids(lines)
+    process.wait(timeout=60)  # Not for ever: 2 s after the chief's exit.
+    output = ''.join(lines) + reader.rest()
+    assert process.returncode == 0, output
+    worker1 = pids[2]
+    assert re.search(
+        r"^\[launch\] worker1 \(pid %d, stopped \(SIGSTOP or a job control "
+        r"signal\)\) has not finished 2 s after the chief did \(bound 2 s, "
+        r"--finish_timeout\); its last line, \d+ s ago: step 3: loss = 1\.0\. "
+        r"Stopping it: the chief's final checkpoint is the run's result$"
+        % worker1, output, re.M), output
     assert not [pid for pid in pids if process_alive(pid)]
   finally:
     _kill_all(process, reader, pids)
