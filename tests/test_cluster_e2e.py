@@ -22,6 +22,7 @@ import time
 import pytest
 
 from clusters import launch
+from clusters import task_watch
 from tf2_compat.slim_compat import tf
 from tests.script_runner import REPO
 from tests.script_runner import process_alive
@@ -378,6 +379,30 @@ def test_async_chief_finishes_when_a_non_chief_is_killed(digits_dir,
   assert re.search(r'^\[worker0\] INFO:tensorflow:step \d+:',
                    sink.text()[killed_at:], re.M), sink.text()[-4000:]
   assert _checkpoint_step(train_dir) == 300
+
+
+@pytest.mark.slow
+def test_async_run_ends_when_a_non_chief_is_stopped(digits_dir, tmp_path):
+  train_dir = str(tmp_path / 'train')
+  local, sink = _local_cluster(digits_dir, train_dir, 300, 1, 2,
+                               watch=task_watch.TaskWatch(finish_timeout=5))
+  try:
+    local.start()
+    sink.wait_for(r'^\[worker1\] INFO:tensorflow:step \d+:')
+    worker1 = local.processes['worker1']
+    os.kill(worker1.pid, signal.SIGSTOP)  # Never exits by itself now.
+    status = local.wait(timeout=LAUNCH_TIMEOUT)
+  finally:
+    local.stop()
+  log = sink.text()
+  assert status == 0, log[-4000:]
+  assert re.search(
+      r'^\[launch\] worker1 \(pid %d, stopped \(SIGSTOP or a job control '
+      r'signal\)\) has not finished 5 s after the chief did \(bound 5 s, '
+      r'--finish_timeout\); its last line, \d+ s ago: INFO:tensorflow:'
+      % worker1.pid, log, re.M), log[-4000:]
+  assert _checkpoint_step(train_dir) == 300
+  assert worker1.returncode is not None
 
 
 RECOVERED = re.compile(
