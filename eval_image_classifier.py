@@ -110,6 +110,9 @@ def eval_config(flag_values):
   checkpoint = problems.attempt(resume_check.readable_checkpoint,
                                 f.checkpoint_path)
   model = problems.attempt(lookup.model_and_data, f, is_training=False)
+  if model is not None:
+    flag_checks.check_image_size('eval_image_size', f.eval_image_size, model,
+                                 problems)
   problems.raise_if_any()
   return EvalConfig(
       checkpoint_path=f.checkpoint_path, checkpoint=checkpoint, model=model,

@@ -196,6 +196,12 @@ README_CASES = {
     'negative weight decay': (['--weight_decay=-1'],
                               'error: --weight_decay must be >= 0 (0: no '
                               'weight decay), got -1.0'),
+    # Two 2x2 poolings, VALID, leave no pixel of a 1x1 image.
+    'image too small for the model': (
+        ['--train_image_size=1'],
+        'error: --train_image_size=1 is too small for lenet: its layers need '
+        'images of at least 4x4 pixels; use --train_image_size=4 or more, or '
+        "leave it unset for lenet's default, 28"),
     # LeNet's fc3 takes the whole last feature map: 500 x 500 x 64 inputs.
     'image too big for the model': (
         ['--train_image_size=2000'],
