@@ -129,9 +129,7 @@ def train(config, master, stop, extra_hooks=()):
     warn_if_no_gpu(config.deployment)
     with tfrecord_check.naming_corrupt_files(
         config.model.dataset.data_sources), \
-        lookup.reporting_bad_labels(config.model.dataset,
-                                    config.inputs.labels_offset,
-                                    config.inputs.dataset_dir), \
+        lookup.reporting_bad_records(config.model.dataset, config.inputs), \
         stopping_on_divergence(config), \
         naming_collective_failures(config), \
         training_session(config, graph, master, extra_hooks) as session:

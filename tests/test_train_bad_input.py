@@ -14,6 +14,7 @@ from training import run_config
 from training.errors import UsageError
 from training.flags import FLAGS
 from tests.script_runner import run_script
+from tests.script_runner import train_a_checkpoint
 
 
 
@@ -318,11 +319,8 @@ def test_several_bad_flags_are_all_reported(digits_dir, tmp_path):
 @pytest.mark.slow
 def test_eval_on_a_record_corrupt_mid_file_exits_2_naming_it(digits_dir,
                                                              tmp_path):
-  # A checkpoint to evaluate: one training step.
   train_dir = str(tmp_path / 'train')
-  result = run_script('train_image_classifier.py',
-                      *_script_flags(digits_dir, train_dir))
-  assert result.returncode == 0, result.stdout[-3000:]
+  train_a_checkpoint(digits_dir, train_dir)
   data = tmp_path / 'data'
   shutil.copytree(digits_dir, str(data))
   test_file = str(data / 'digits_test.tfrecord')

@@ -13,6 +13,7 @@ SHARED_RANGES = (
     ('num_clones', lambda v: v >= 1, '>= 1'),
     ('labels_offset', lambda v: v >= 0, '>= 0'),
     ('num_preprocessing_threads', lambda v: v >= 1, '>= 1'),
+    ('max_image_pixels', lambda v: v >= 1, '>= 1 (height x width)'),
 )
 
 TRAIN_RANGES = SHARED_RANGES + (
