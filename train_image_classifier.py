@@ -211,7 +211,8 @@ def input_batches(config):
         inputs.make_dataset(config.inputs, config.model, is_training=True,
                             num_shards=config.num_workers,
                             shard_index=shard),
-        input_position.layout(config.inputs, config.num_workers, shard))
+        input_position.layout(config.inputs, config.num_workers, shard),
+        input_position.files_read(config.model.dataset.data_sources))
 
 
 def add_losses(logits, end_points, labels, num_classes, label_smoothing):
