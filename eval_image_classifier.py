@@ -110,6 +110,9 @@ def eval_config(flag_values):
   checkpoint = problems.attempt(resume_check.readable_checkpoint,
                                 f.checkpoint_path)
   model = problems.attempt(lookup.model_and_data, f, is_training=False)
+  if model is not None:
+    flag_checks.check_image_size('eval_image_size', f.eval_image_size, model,
+                                 problems)
   problems.raise_if_any()
   return EvalConfig(
       checkpoint_path=f.checkpoint_path, checkpoint=checkpoint, model=model,
@@ -122,7 +125,8 @@ def eval_config(flag_values):
           image_size=(f.eval_image_size
                       or model.network_fn.default_image_size),
           num_readers=1,
-          num_preprocessing_threads=f.num_preprocessing_threads),
+          num_preprocessing_threads=f.num_preprocessing_threads,
+          max_image_pixels=f.max_image_pixels),
       deployment=model_deploy.DeploymentConfig(num_clones=f.num_clones,
                                                clone_on_cpu=f.clone_on_cpu),
       master=f.master, max_num_batches=f.max_num_batches,
@@ -154,9 +158,8 @@ def evaluate(config):
                 if config.max_num_batches else math.inf)
     session_config = tf.ConfigProto(allow_soft_placement=True)
     with tfrecord_check.naming_corrupt_files(
-        config.model.dataset.data_sources), lookup.reporting_bad_labels(
-            config.model.dataset, config.inputs.labels_offset,
-            config.inputs.dataset_dir), tf.Session(
+        config.model.dataset.data_sources), lookup.reporting_bad_records(
+            config.model.dataset, config.inputs), tf.Session(
                 config.master, config=session_config) as session:
       saver.restore(session, config.checkpoint)
       step = int(session.run(tf.train.get_global_step()))

@@ -11,8 +11,8 @@ One machine, 2 CPU clones, the embedded digits dataset:
 
 `--batch_size` is per clone. The start-up log prints the global batch per
 step (batch_size x num_clones, x accumulation_steps, x
-replicas_to_aggregate with sync replicas), the steps per epoch and the
-decay steps that follow from it.
+replicas_to_aggregate with sync replicas), the steps per epoch and, when
+the learning rate decays, the decay steps that follow from it.
 
 Training resumes from the latest checkpoint in --train_dir; while there is
 none, --checkpoint_path (minus --checkpoint_exclude_scopes) initialises the
@@ -146,9 +146,7 @@ def train(config, master, stop, extra_hooks=()):
     warn_if_no_gpu(config.deployment)
     with tfrecord_check.naming_corrupt_files(
         config.model.dataset.data_sources), \
-        lookup.reporting_bad_labels(config.model.dataset,
-                                    config.inputs.labels_offset,
-                                    config.inputs.dataset_dir), \
+        lookup.reporting_bad_records(config.model.dataset, config.inputs), \
         stopping_on_divergence(config), \
         naming_collective_failures(config), \
         step_watchdog(config) as watchdog, \
@@ -241,7 +239,8 @@ def input_batches(config):
         inputs.make_dataset(config.inputs, config.model, is_training=True,
                             num_shards=config.num_workers,
                             shard_index=shard),
-        input_position.layout(config.inputs, config.num_workers, shard))
+        input_position.layout(config.inputs, config.num_workers, shard),
+        input_position.files_read(config.model.dataset.data_sources))
 
 
 def add_losses(logits, end_points, labels, num_classes, label_smoothing):

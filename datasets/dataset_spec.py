@@ -91,6 +91,14 @@ def conversion_command(name, dataset_dir, extra=''):
       CONVERT_SCRIPT, name, dataset_dir, extra)
 
 
+def convert_hint_of(dataset):
+  """The command that recreates a dataset's files, for error messages.
+
+  Datasets built by hand, not by dataset_factory, may lack the hint.
+  """
+  return getattr(dataset, 'convert_hint', 'the conversion that wrote them')
+
+
 def converted(name, file_pattern, splits_to_sizes, num_classes, image_shape,
               default_format, source, image_channels=3,
               default_image_size=None):

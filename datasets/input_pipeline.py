@@ -11,7 +11,9 @@ Stages, each parallel where it pays:
   files     shuffled per epoch (training), sharded over replicas
   records   `num_readers` files read at once (interleave)
   shuffle   over serialized records (cheap to hold)
-  decode    + preprocess, `num_preprocessing_threads` at once; when the
+  decode    + preprocess, `num_preprocessing_threads` at once, each
+            image's header checked against `max_image_pixels` first
+            (image_check.within_bound); when the
             preprocessing is a `CroppingPreprocessor` with
             fold_into_decode (inception-style training), JPEGs are
             decoded only inside the crop window (`decode_and_crop_jpeg`)
@@ -22,6 +24,7 @@ Stages, each parallel where it pays:
   prefetch  overlaps input with the training step
 """
 
+from datasets import image_check
 from datasets import split_check
 from datasets import tfrecord_check
 from tf2_compat.slim_compat import tf
@@ -37,28 +40,6 @@ def _image_size(image_size):
   return int(height), int(width)
 
 
-def _decode_full(encoded, image_format, dataset):
-  """Decodes PNG/JPEG/GIF/BMP (or 'raw' for fixed shapes) to uint8."""
-  channels = dataset.image_channels
-
-  def decode_encoded():
-    return tf.io.decode_image(encoded, channels=channels,
-                              expand_animations=False)
-
-  if dataset.image_shape is None:
-    return decode_encoded()
-  shape = list(dataset.image_shape)
-
-  def decode_raw():
-    return tf.reshape(tf.io.decode_raw(encoded, tf.uint8), shape)
-
-  is_raw = tf.reduce_any(tf.equal(image_format, ['raw', 'RAW']))
-  image = tf.cond(is_raw, decode_raw, decode_encoded)
-  # Checked when run: a stored image of another size fails here, with
-  # both shapes in the message, rather than later in batching.
-  return tf.ensure_shape(image, shape)
-
-
 def _decode_cropped(encoded, image_format, dataset, preprocess_fn, height,
                     width):
   """Decodes only the crop window of JPEGs; crops other formats after."""
@@ -70,7 +51,7 @@ def _decode_cropped(encoded, image_format, dataset, preprocess_fn, height,
     return tf.image.decode_and_crop_jpeg(encoded, window, channels=channels)
 
   def decode_then_crop():
-    image = _decode_full(encoded, image_format, dataset)
+    image = image_check.decode(encoded, image_format, dataset)
     window = preprocess_fn.crop_window(tf.shape(image), height, width)
     return image_ops.crop_to_window(image, window)
 
@@ -80,22 +61,23 @@ def _decode_cropped(encoded, image_format, dataset, preprocess_fn, height,
   return image
 
 
-def _record_parser(dataset, preprocess_fn, height, width):
+def _record_parser(dataset, preprocess_fn, height, width, max_image_pixels):
   """Returns fn(serialized tf.Example) -> (image, label)."""
   crops_at_decode = getattr(preprocess_fn, 'fold_into_decode', False)
   image_stage = _image_stage(preprocess_fn)
 
   def parse(record):
+    if not crops_at_decode:
+      image, features = image_check.decode_record(record, dataset,
+                                                  max_image_pixels)
+      return image_stage(image, height, width), features['image/class/label']
     features = tf.io.parse_single_example(record, dataset.keys_to_features)
-    encoded = features['image/encoded']
     image_format = features['image/format']
-    if crops_at_decode:
-      cropped = _decode_cropped(encoded, image_format, dataset,
-                                preprocess_fn, height, width)
-      image = preprocess_fn.preprocess_cropped(cropped, height, width)
-    else:
-      image = image_stage(_decode_full(encoded, image_format, dataset),
-                          height, width)
+    encoded = image_check.within_bound(features['image/encoded'],
+                                       image_format, max_image_pixels)
+    cropped = _decode_cropped(encoded, image_format, dataset, preprocess_fn,
+                              height, width)
+    image = preprocess_fn.preprocess_cropped(cropped, height, width)
     return image, features['image/class/label']
 
   return parse
@@ -182,7 +164,7 @@ def _check_files(dataset, num_shards, shard_index, counts=None):
     split_check.require_records(dataset, counts)
 
 
-# Over 60 lines for its docstring only: each of its twenty arguments is
+# Over 60 lines for its docstring only: each of its 21 arguments is
 # documented; the body is twenty lines that hand on to the stages above.
 def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
                  num_readers=4, num_preprocessing_threads=4, labels_offset=0,
@@ -190,7 +172,8 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
                  num_classes=None, one_hot=False, num_shards=1,
                  shard_index=0, drop_remainder=None, validate_files=True,
                  private_threadpool_size=None, check_labels=False,
-                 record_counts=None):
+                 record_counts=None,
+                 max_image_pixels=image_check.DEFAULT_MAX_IMAGE_PIXELS):
   """Builds the tf.data.Dataset of (images, labels) batches.
 
   Args:
@@ -221,6 +204,9 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
     private_threadpool_size: its own thread pool of this size (None: shared).
     check_labels: assert on every batch that the labels are in
       [labels_offset, dataset.num_classes) (split_check.naming_bad_labels).
+    max_image_pixels: an image whose header gives more pixels (height x
+      width) fails the pipeline before it is decoded
+      (image_check.naming_bad_images names it).
 
   Returns:
     A tf.data.Dataset of (float32 images [batch, height, width, channels],
@@ -242,7 +228,8 @@ def make_dataset(dataset, preprocess_fn, batch_size, image_size, is_training,
     examples = _records(dataset, is_training, num_readers, num_epochs, seed,
                         num_shards, shard_index,
                         _shuffle_buffer(shuffle_buffer, batch_size, dataset))
-    prepare = _record_parser(dataset, preprocess_fn, height, width)
+    prepare = _record_parser(dataset, preprocess_fn, height, width,
+                             max_image_pixels)
   examples = examples.map(prepare,
                           num_parallel_calls=num_preprocessing_threads,
                           deterministic=_deterministic(is_training, seed))

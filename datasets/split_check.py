@@ -1,5 +1,6 @@
-"""Checks a split's records before training reads them: some exist, and
-their labels are classes of the network.
+"""Checks a split's records before training reads them: some exist, their
+labels are classes of the network, and their images decode
+(datasets/image_check.py).
 
 Two faults that tf.data does not report:
 
@@ -11,7 +12,8 @@ Two faults that tf.data does not report:
 
 When a script opens its dataset, `check_split(dataset, labels_offset)`
 reads the first records of every file (`RECORDS_READ` in all, at least one
-per file) and raises EmptySplitError or BadLabelError naming the file. For
+per file) and raises EmptySplitError, BadLabelError or
+image_check.BadImageError naming the file. For
 labels deeper in the files, `input_pipeline.make_dataset(...,
 check_labels=True)` asserts on every batch, and `naming_bad_labels` turns
 that assert's failure into a BadLabelError with the same wording:
@@ -28,6 +30,8 @@ import re
 from absl import logging
 from google.protobuf import message
 
+from datasets import dataset_spec
+from datasets import image_check
 from datasets import tfrecord_check
 from tf2_compat.slim_compat import tf
 
@@ -70,7 +74,7 @@ def classes_after_offset(dataset, labels_offset):
   return num_classes
 
 
-def check_split(dataset, labels_offset=0):
+def check_split(dataset, labels_offset=0, max_image_pixels=None):
   """Reads the first records of each file of a split and checks them.
 
   A file without records among others is only warned about: the pipeline
@@ -80,6 +84,8 @@ def check_split(dataset, labels_offset=0):
     dataset: a slim.dataset.Dataset from dataset_factory.get_dataset
       (synthetic datasets pass unread).
     labels_offset: subtracted from every label; labels below it are errors.
+    max_image_pixels: decode the images read, refusing any of more pixels
+      (image_check); None: the images are not checked.
 
   Returns:
     {path: records read}.
@@ -90,6 +96,8 @@ def check_split(dataset, labels_offset=0):
     EmptySplitError: no file of the split holds a record.
     BadLabelError: a record read has no label, or one outside
       [labels_offset, dataset.num_classes).
+    image_check.BadImageError: an image read does not decode, or is of
+      another size than the dataset's or larger than max_image_pixels.
   """
   if getattr(dataset, 'is_synthetic', False):
     return {}
@@ -111,6 +119,8 @@ def check_split(dataset, labels_offset=0):
       if not labels_offset <= label < dataset.num_classes:
         raise BadLabelError(describe_bad_label(dataset, label, labels_offset,
                                                where))
+  if max_image_pixels is not None:
+    image_check.check_records(dataset, records, max_image_pixels)
   return counts
 
 
@@ -138,7 +148,8 @@ def require_records(dataset, counts, replica=None):
     files = 'none of its %d files holds a record (%s)' % (
         len(paths), _some_paths(paths))
   raise EmptySplitError('%s: %s; recreate the files with: %s'
-                        % (whose, files, _convert_hint(dataset)))
+                        % (whose, files,
+                           dataset_spec.convert_hint_of(dataset)))
 
 
 def describe_bad_label(dataset, label, labels_offset, where):
@@ -152,7 +163,8 @@ def describe_bad_label(dataset, label, labels_offset, where):
   """
   if label < 0:
     return ('%s has label %d, but class ids start at 0; recreate the files '
-            'with: %s' % (where, label, _convert_hint(dataset)))
+            'with: %s' % (where, label,
+                          dataset_spec.convert_hint_of(dataset)))
   if label < labels_offset:
     return ('%s has label %d, below --labels_offset=%d (the network\'s '
             'classes are the labels minus the offset, from 0); %s'
@@ -165,7 +177,8 @@ def describe_bad_label(dataset, label, labels_offset, where):
   return ('%s has label %d, outside the %d classes (ids 0..%d) that %s gives '
           'dataset %s; %srecreate the files with: %s'
           % (where, label, dataset.num_classes, dataset.num_classes - 1,
-             source, dataset.name, list_classes, _convert_hint(dataset)))
+             source, dataset.name, list_classes,
+             dataset_spec.convert_hint_of(dataset)))
 
 
 def assert_labels_in_range(labels, labels_offset, num_classes):
@@ -207,17 +220,13 @@ def _label(record, where, dataset):
   if len(values) != 1:
     raise BadLabelError('%s is not a tf.train.Example with one int64 %s '
                         '(the class id); recreate the files with: %s'
-                        % (where, LABEL_KEY, _convert_hint(dataset)))
+                        % (where, LABEL_KEY,
+                           dataset_spec.convert_hint_of(dataset)))
   return values[0]
 
 
 def _classes_source(dataset):
   return getattr(dataset, 'num_classes_source', 'datasets/%s.py' % dataset.name)
-
-
-def _convert_hint(dataset):
-  # Datasets built by hand, not by dataset_factory, may lack the hint.
-  return getattr(dataset, 'convert_hint', 'the conversion that wrote them')
 
 
 def _some_paths(paths, shown=3):

@@ -74,6 +74,8 @@ def cifarnet(images,
 
 
 cifarnet.default_image_size = 32
+# Two 2x2 max poolings, VALID: 4 -> 2 -> 1.
+cifarnet.min_image_size = 4
 
 
 def cifarnet_arg_scope(weight_decay=0.004):

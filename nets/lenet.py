@@ -54,6 +54,8 @@ def lenet(images,
 
 
 lenet.default_image_size = 28
+# Two 2x2 max poolings, VALID: 4 -> 2 -> 1.
+lenet.min_image_size = 4
 
 
 def lenet_arg_scope(weight_decay=0.0):

@@ -152,6 +152,8 @@ def mobilenet_v1(inputs,
 
 
 mobilenet_v1.default_image_size = 224
+# SAME padding throughout, and the last pooling shrinks to the features.
+mobilenet_v1.min_image_size = 1
 
 
 def _with_depth_multiplier(depth_multiplier):

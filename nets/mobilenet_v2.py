@@ -180,6 +180,8 @@ def mobilenet_v2(inputs,
 
 
 mobilenet_v2.default_image_size = 224
+# SAME padding throughout, and a global pooling.
+mobilenet_v2.min_image_size = 1
 
 
 def _scaled(**overrides):

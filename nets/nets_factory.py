@@ -1,7 +1,9 @@
 """Looks up an image-classification network by its Slim name.
 
 Every network takes images [batch, default_image_size, default_image_size,
-channels] and returns (logits [batch, num_classes], end_points), with
+channels] (or of another side down to its `min_image_size`, below which its
+VALID convolutions and poolings leave no pixel) and returns (logits
+[batch, num_classes], end_points), with
 end_points['Logits'] and end_points['Predictions']. With num_classes 0 or
 None it returns the pre-logits features [batch, depth] instead, and creates
 no classifier variables. Variable names are those of the published Slim
@@ -92,7 +94,7 @@ def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
   Returns:
     network_fn(images, **kwargs) -> (logits, end_points), where kwargs are
     further arguments of the network. It has the network's
-    `default_image_size`.
+    `default_image_size` and `min_image_size`.
 
   Raises:
     ValueError: if `name` is not a known network.

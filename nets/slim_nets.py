@@ -10,7 +10,10 @@ wraps them, changing no variable name, so that every network behaves alike:
 * num_classes=0 (or None) returns the pre-logits features [batch, depth] and
   creates no classifier variables (tf-slim's ResNets take None for that; its
   other networks always build the classifier);
-* every network has `default_image_size` (tf-slim's OverFeat has none).
+* every network has `default_image_size` (tf-slim's OverFeat has none),
+  and `min_image_size`, the smallest side it builds at (its VALID
+  convolutions and poolings leave no pixel below it;
+  tests/test_min_image_size.py builds each at it and at one less).
 
 tf-slim's networks have no function that stops before the classifier, so
 for AlexNet, OverFeat and VGG the layers up to fc7 are written out below,
@@ -41,13 +44,15 @@ def _squeeze(net, spatial_squeeze):
   return tf.squeeze(net, [1, 2], name='SpatialSqueeze')
 
 
-def _standing_for(slim_network, network, wrapper, default_image_size):
+def _standing_for(slim_network, network, wrapper, default_image_size,
+                  min_image_size):
   """`network`, named as `slim_network`, its docstring pointing to the
-  `wrapper` that built it, with its default_image_size."""
+  `wrapper` that built it, with its default and minimum image sizes."""
   network.__name__ = slim_network.__name__
   network.__doc__ = 'tf_slim.nets %s; see nets.slim_nets.%s.' % (
       slim_network.__name__, wrapper)
   network.default_image_size = default_image_size
+  network.min_image_size = min_image_size
   return network
 
 
@@ -108,13 +113,15 @@ def _vgg_to_fc7(convs_per_block):
   return to_fc7
 
 
-def _conv_fc_network(slim_network, to_fc7, default_image_size=None):
+def _conv_fc_network(slim_network, to_fc7, min_image_size,
+                     default_image_size=None):
   """Wraps AlexNet, OverFeat or VGG (fully connected layers as convolutions).
 
   Args:
     slim_network: the tf_slim.nets function.
     to_fc7: builds the same layers as `slim_network` up to fc7, for
       num_classes=0.
+    min_image_size: the smallest side fc6 (VALID) gets a pixel at.
     default_image_size: where tf-slim does not set one.
 
   Returns:
@@ -151,15 +158,17 @@ def _conv_fc_network(slim_network, to_fc7, default_image_size=None):
       return _squeeze(features, spatial_squeeze), end_points
 
   return _standing_for(slim_network, network, '_conv_fc_network',
-                       default_image_size or slim_network.default_image_size)
+                       default_image_size or slim_network.default_image_size,
+                       min_image_size)
 
 
-def _inception(slim_network, slim_base):
+def _inception(slim_network, slim_base, min_image_size):
   """Wraps an Inception network, adding num_classes=0.
 
   Args:
     slim_network: the tf_slim.nets function (inception_v1, v2 or v3).
     slim_base: its `*_base` function, for num_classes=0.
+    min_image_size: the smallest side it builds at.
 
   Returns:
     network(inputs, num_classes=1000, is_training=True,
@@ -208,7 +217,7 @@ def _inception(slim_network, slim_base):
         return _squeeze(net, spatial_squeeze), end_points
 
   return _standing_for(slim_network, network, '_inception',
-                       slim_network.default_image_size)
+                       slim_network.default_image_size, min_image_size)
 
 
 def _resnet(slim_network):
@@ -249,31 +258,44 @@ def _resnet(slim_network):
       end_points['Predictions'] = prediction_fn(net, scope='Predictions')
     return net, end_points
 
-  return _standing_for(slim_network, network, '_resnet', 224)
+  # SAME padding (or explicit padding) throughout, and a global pooling.
+  return _standing_for(slim_network, network, '_resnet', 224,
+                       min_image_size=1)
 
 
-alexnet_v2 = _conv_fc_network(slim_alexnet.alexnet_v2, _alexnet_v2_to_fc7)
+# conv1 11x11/4, three 3x3/2 poolings and fc6 5x5, all VALID:
+# 195 -> 47 -> 23 -> 11 -> 5 -> 1.
+alexnet_v2 = _conv_fc_network(slim_alexnet.alexnet_v2, _alexnet_v2_to_fc7,
+                              min_image_size=195)
 alexnet_v2_arg_scope = slim_alexnet.alexnet_v2_arg_scope
 
 # tf-slim's OverFeat sets no image size; 231 is the one its fc6 (6x6, VALID)
-# is sized for.
+# is sized for, and the smallest: 231 -> 56 -> 28 -> 24 -> 12 -> 6 -> 1.
 overfeat = _conv_fc_network(slim_overfeat.overfeat, _overfeat_to_fc7,
-                            default_image_size=231)
+                            min_image_size=231, default_image_size=231)
 overfeat_arg_scope = slim_overfeat.overfeat_arg_scope
 
-vgg_a = _conv_fc_network(slim_vgg.vgg_a, _vgg_to_fc7((1, 1, 2, 2, 2)))
-vgg_16 = _conv_fc_network(slim_vgg.vgg_16, _vgg_to_fc7((2, 2, 3, 3, 3)))
-vgg_19 = _conv_fc_network(slim_vgg.vgg_19, _vgg_to_fc7((2, 2, 4, 4, 4)))
+# Five 2x2 poolings, then fc6 7x7 VALID: 224 -> 7 -> 1.
+vgg_a = _conv_fc_network(slim_vgg.vgg_a, _vgg_to_fc7((1, 1, 2, 2, 2)),
+                         min_image_size=224)
+vgg_16 = _conv_fc_network(slim_vgg.vgg_16, _vgg_to_fc7((2, 2, 3, 3, 3)),
+                          min_image_size=224)
+vgg_19 = _conv_fc_network(slim_vgg.vgg_19, _vgg_to_fc7((2, 2, 4, 4, 4)),
+                          min_image_size=224)
 vgg_arg_scope = slim_vgg.vgg_arg_scope
 
+# Its last pooling is 7x7, VALID, at stride 32: 193 -> 7 -> 1.
 inception_v1 = _inception(slim_inception.inception_v1,
-                          slim_inception.inception_v1_base)
+                          slim_inception.inception_v1_base, min_image_size=193)
 inception_v1_arg_scope = slim_inception.inception_v1_arg_scope
+# Its last pooling shrinks to the features.
 inception_v2 = _inception(slim_inception.inception_v2,
-                          slim_inception.inception_v2_base)
+                          slim_inception.inception_v2_base, min_image_size=1)
 inception_v2_arg_scope = slim_inception.inception_v2_arg_scope
+# VALID convolutions and poolings in the stem and the reduction blocks.
 inception_v3 = _inception(slim_inception.inception_v3,
-                          slim_inception.inception_v3_base)
+                          slim_inception.inception_v3_base,
+                          min_image_size=107)
 inception_v3_arg_scope = slim_inception.inception_v3_arg_scope
 
 resnet_v1_50 = _resnet(slim_resnet_v1.resnet_v1_50)

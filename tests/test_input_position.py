@@ -1,7 +1,9 @@
 """A resumed run consumes exactly the batches an uninterrupted one would."""
 
+import contextlib
 import logging
 import os
+import shutil
 import signal
 
 from absl.testing import flagsaver
@@ -9,6 +11,7 @@ import pytest
 
 import train_image_classifier
 from tf2_compat.slim_compat import tf
+from training import input_position
 from training import preemption
 from training import run_config
 from training.flags import FLAGS
@@ -113,6 +116,59 @@ def test_another_batch_size_restarts_the_data_order_and_says_so(
     digits_dir, tmp_path, capsys):
   train_dir = str(tmp_path)
   _train(digits_dir, train_dir, 2)
+  with _logged_warnings() as warnings:
+    labels = _train(digits_dir, train_dir, 4, '--batch_size=8')
+  assert len(labels) == 2 and len(labels[0]) == 8
+  assert any(w.startswith('input position not restored: %s/model.ckpt-2 was '
+                          'saved reading dataset=digits/train batch_size=16'
+                          % train_dir) for w in warnings), warnings
+  assert _checkpoint_step(train_dir) == 4
+  del capsys
+
+
+@pytest.mark.slow
+def test_other_files_are_read_from_their_beginning_and_it_is_said(
+    digits_dir, tmp_path, uninterrupted):
+  train_dir = str(tmp_path / 'train')
+  _train(digits_dir, train_dir, 2)
+  # The same records in another folder: the old position would go on with
+  # batch 3 of the epoch.
+  copy = str(tmp_path / 'copy')
+  shutil.copytree(digits_dir, copy)
+  with _logged_warnings() as warnings:
+    labels = _train(copy, train_dir, 4)
+  assert labels == uninterrupted[:2]
+  size = os.path.getsize(os.path.join(copy, 'digits_train.tfrecord'))
+  assert ('input position not restored: %s/model.ckpt-2 was saved reading 1 '
+          'file, %d bytes, in %s; this run reads 1 file, %d bytes, in %s. The '
+          'model and optimizer are restored; the new files are read from '
+          'their beginning.' % (train_dir, size, os.path.realpath(digits_dir),
+                                size, os.path.realpath(copy))) in warnings
+  assert _checkpoint_step(train_dir) == 4
+
+
+@pytest.mark.slow
+def test_a_checkpoint_saved_before_files_were_named_resumes_its_position(
+    digits_dir, tmp_path, uninterrupted, monkeypatch):
+  train_dir = str(tmp_path)
+  saver = input_position.PositionedBatches.saver
+  with monkeypatch.context() as older_version:
+    # What the version before saved: no record of the files.
+    older_version.setattr(
+        input_position.PositionedBatches, 'saver',
+        lambda self, saved_instead=None, **kwargs: tf.train.Saver(
+            [v for v in saver(self, **kwargs)._var_list  # pylint: disable=protected-access
+             if v is not self.files_variable], **kwargs))
+    before = _train(digits_dir, train_dir, 5)
+  assert not tf.train.load_checkpoint(tf.train.latest_checkpoint(
+      train_dir)).has_tensor(input_position.FILES_NAME)
+  after = _train(digits_dir, train_dir, STEPS)
+  assert before + after == uninterrupted
+
+
+@contextlib.contextmanager
+def _logged_warnings():
+  """The messages TensorFlow's logger gets in the body."""
   warnings = []
   logger = tf.get_logger()
   handler = _ListHandler(warnings)
@@ -121,16 +177,10 @@ def test_another_batch_size_restarts_the_data_order_and_says_so(
   logger.setLevel(logging.INFO)
   logger.addHandler(handler)
   try:
-    labels = _train(digits_dir, train_dir, 4, '--batch_size=8')
+    yield warnings
   finally:
     logger.removeHandler(handler)
     logger.setLevel(level)
-  assert len(labels) == 2 and len(labels[0]) == 8
-  assert any(w.startswith('input position not restored: %s/model.ckpt-2 was '
-                          'saved reading dataset=digits/train batch_size=16'
-                          % train_dir) for w in warnings), warnings
-  assert _checkpoint_step(train_dir) == 4
-  del capsys
 
 
 class _ListHandler:

@@ -12,7 +12,8 @@ from training import schedule
 
 def _plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
           sync_replicas=False, replicas_to_aggregate=1, warmup_epochs=0.0,
-          accumulation_steps=1, deployment=None):
+          accumulation_steps=1, deployment=None,
+          learning_rate_decay_type='exponential'):
   """The plan of a run with these parts, as training.run_config makes it."""
   return schedule.plan_for(
       batch_size, num_samples,
@@ -22,7 +23,8 @@ def _plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
       optimizers.OptimizerConfig(
           num_epochs_per_decay=num_epochs_per_decay,
           warmup_epochs=warmup_epochs, sync_replicas=sync_replicas,
-          replicas_to_aggregate=replicas_to_aggregate))
+          replicas_to_aggregate=replicas_to_aggregate,
+          learning_rate_decay_type=learning_rate_decay_type))
 
 
 @pytest.mark.parametrize(
@@ -93,6 +95,16 @@ def test_describe_shows_how_numbers_follow_from_flags():
       'steps per epoch: 1437 examples / 128 = 11.23',
       'decay steps: 11.23 steps per epoch x 2 epochs = 22',
       'warmup steps: 11.23 x 1 epochs = 11',
+  ]
+
+
+def test_describe_shows_no_decay_steps_when_the_rate_is_fixed():
+  plan = _plan(32, 2, 1437, 2.0, warmup_epochs=1,
+               learning_rate_decay_type='fixed')
+  assert plan.describe() == [
+      'global batch per step: 32 per clone x 2 clones = 64 examples',
+      'steps per epoch: 1437 examples / 64 = 22.45',
+      'warmup steps: 22.45 x 1 epochs = 22',
   ]
 
 

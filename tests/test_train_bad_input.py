@@ -14,6 +14,7 @@ from training import run_config
 from training.errors import UsageError
 from training.flags import FLAGS
 from tests.script_runner import run_script
+from tests.script_runner import train_a_checkpoint
 
 
 
@@ -196,6 +197,12 @@ README_CASES = {
     'negative weight decay': (['--weight_decay=-1'],
                               'error: --weight_decay must be >= 0 (0: no '
                               'weight decay), got -1.0'),
+    # Two 2x2 poolings, VALID, leave no pixel of a 1x1 image.
+    'image too small for the model': (
+        ['--train_image_size=1'],
+        'error: --train_image_size=1 is too small for lenet: its layers need '
+        'images of at least 4x4 pixels; use --train_image_size=4 or more, or '
+        "leave it unset for lenet's default, 28"),
     # LeNet's fc3 takes the whole last feature map: 500 x 500 x 64 inputs.
     'image too big for the model': (
         ['--train_image_size=2000'],
@@ -312,11 +319,8 @@ def test_several_bad_flags_are_all_reported(digits_dir, tmp_path):
 @pytest.mark.slow
 def test_eval_on_a_record_corrupt_mid_file_exits_2_naming_it(digits_dir,
                                                              tmp_path):
-  # A checkpoint to evaluate: one training step.
   train_dir = str(tmp_path / 'train')
-  result = run_script('train_image_classifier.py',
-                      *_script_flags(digits_dir, train_dir))
-  assert result.returncode == 0, result.stdout[-3000:]
+  train_a_checkpoint(digits_dir, train_dir)
   data = tmp_path / 'data'
   shutil.copytree(digits_dir, str(data))
   test_file = str(data / 'digits_test.tfrecord')

@@ -8,6 +8,8 @@ run it. Importing this module defines them once; each script also calls
 
 from absl import flags
 
+from datasets import image_check
+
 flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
 flags.DEFINE_integer('num_clones', 1, 'Number of model clones to deploy.')
 flags.DEFINE_boolean('clone_on_cpu', False, 'Use CPUs to deploy clones.')
@@ -23,6 +25,11 @@ flags.DEFINE_bool('use_grayscale', False,
                   'Convert images to grayscale before preprocessing.')
 flags.DEFINE_integer('num_preprocessing_threads', 4,
                      'Number of parallel decode/preprocess calls.')
+flags.DEFINE_integer(
+    'max_image_pixels', image_check.DEFAULT_MAX_IMAGE_PIXELS,
+    'The largest image decoded, in pixels (height x width, read from its '
+    'header): a larger one stops the script naming its record, before it '
+    'takes memory. The default is 8192 x 8192.')
 flags.DEFINE_float('moving_average_decay', None,
                    'Decay of the exponential moving average of the model '
                    'variables (training keeps it; evaluation reads it); '

@@ -13,6 +13,7 @@ SHARED_RANGES = (
     ('num_clones', lambda v: v >= 1, '>= 1'),
     ('labels_offset', lambda v: v >= 0, '>= 0'),
     ('num_preprocessing_threads', lambda v: v >= 1, '>= 1'),
+    ('max_image_pixels', lambda v: v >= 1, '>= 1 (height x width)'),
 )
 
 TRAIN_RANGES = SHARED_RANGES + (
@@ -57,6 +58,29 @@ def check_finite(f, problems):
     value = getattr(f, name)
     problems.check(not isinstance(value, float) or math.isfinite(value),
                    '--%s must be a finite number, got %s' % (name, value))
+
+
+def check_image_size(flag, size, model, problems):
+  """An image size (--train_image_size, --eval_image_size) the network
+  builds at: its VALID convolutions and poolings leave no pixel below its
+  `min_image_size` (nets/).
+
+  Args:
+    flag: the flag's name.
+    size: its value; None (the network's default) and values below 1 (a
+      range error already) pass.
+    model: the lookup.ModelAndData of --model_name.
+    problems: the Problems to add to.
+  """
+  network_fn = model.network_fn
+  minimum = network_fn.min_image_size
+  problems.check(
+      size is None or size < 1 or size >= minimum,
+      '--%s=%s is too small for %s: its layers need images of at least '
+      '%dx%d pixels; use --%s=%d or more, or leave it unset for %s\'s '
+      'default, %d' % (flag, size, model.model_name, minimum, minimum, flag,
+                       minimum, model.model_name,
+                       network_fn.default_image_size))
 
 
 def check_ranges(f, ranges, problems):

@@ -20,11 +20,21 @@ differs (another --batch_size, another number of workers), the model and
 optimizer are restored, the input position is not, a warning says so, and
 the data order starts over.
 
+Nor is it meaningful for other files: it holds which file and which byte
+of it comes next. The files read are saved too (`input_position/files`:
+their number, total size and folder, see `files_read`); when a resumed
+run reads other files (another --dataset_dir, or files converted again),
+the position belongs to the old ones: the new files are read from their
+beginning, and a warning says so. A checkpoint saved before the files
+were saved restores its position as before.
+
 With several clones, the clones take batches from the one iterator in
 whatever order their ops run: every batch is used once, but which clone
 gets which varies. With several workers only the chief saves, so only the
 chief's shard resumes exactly; the others start their shard over.
 """
+
+import os
 
 from tensorflow.python.training.saving import saveable_object_util
 from tensorflow.python.util import deprecation
@@ -32,6 +42,7 @@ from tensorflow.python.util import deprecation
 from tf2_compat.slim_compat import tf
 
 LAYOUT_NAME = 'input_position/layout'
+FILES_NAME = 'input_position/files'
 
 
 def layout(inputs, num_shards, shard_index):
@@ -50,6 +61,34 @@ def layout(inputs, num_shards, shard_index):
               inputs.labels_offset))
 
 
+def files_read(paths):
+  """The files a run reads, as a readable string, e.g. '2 files, 118302
+  bytes, in /data/digits'. The size tells files converted again in the
+  same folder; it is left out for remote files (gs://...), where a stat of
+  each of 1,024 files would delay the start.
+
+  Args:
+    paths: the paths of the split's files (dataset.data_sources).
+  """
+  paths = sorted(paths)
+  remote = any('://' in path for path in paths)
+  folders = sorted({os.path.dirname(path if remote
+                                    else os.path.realpath(path))
+                    for path in paths})
+  size = ('' if remote else ', %d bytes'
+          % sum(os.path.getsize(path) for path in paths))
+  return '%d file%s%s, in %s' % (len(paths), '' if len(paths) == 1 else 's',
+                                 size, ', '.join(folders))
+
+
+def _saved_text(reader, name):
+  """The string variable `name` of a checkpoint, or None."""
+  if not reader.has_tensor(name):
+    return None
+  text = reader.get_tensor(name)
+  return text.decode() if isinstance(text, bytes) else text
+
+
 class PositionedBatches:
   """Batches from a dataset whose position is saved in checkpoints.
 
@@ -59,9 +98,10 @@ class PositionedBatches:
   Args:
     dataset: the tf.data.Dataset of batches.
     layout_text: what `layout` returned for this run.
+    files_text: what `files_read` returned for the files it reads.
   """
 
-  def __init__(self, dataset, layout_text):
+  def __init__(self, dataset, layout_text, files_text):
     self._iterator = tf.data.make_one_shot_iterator(dataset)
     # Deprecated for TF2's tf.train.Checkpoint; this is tf.compat.v1.Saver.
     with deprecation.silence():
@@ -76,12 +116,17 @@ class PositionedBatches:
     self.layout_variable = tf.Variable(
         layout_text, trainable=False, name=LAYOUT_NAME,
         collections=[tf.GraphKeys.LOCAL_VARIABLES])
+    self.files = files_text
+    self.files_variable = tf.Variable(
+        files_text, trainable=False, name=FILES_NAME,
+        collections=[tf.GraphKeys.LOCAL_VARIABLES])
 
   def next_batch(self):
     return self._iterator.get_next()
 
   def saver(self, saved_instead=None, **kwargs):
-    """A tf.train.Saver of the model, the input position and its layout.
+    """A tf.train.Saver of the model, the input position, its layout and
+    the files it is in.
 
     Args:
       saved_instead: {checkpoint name: variable} saved under those names in
@@ -89,7 +134,8 @@ class PositionedBatches:
       **kwargs: tf.train.Saver's.
     """
     saved = tf.global_variables() + tf.get_collection(
-        tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable]
+        tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable,
+                                          self.files_variable]
     if saved_instead:
       saved = saveable_object_util.op_list_to_dict(saved)
       saved.update(saved_instead)
@@ -100,22 +146,34 @@ class PositionedBatches:
 
     Returns:
       None (restore everything, input position included) when there is no
-      checkpoint or its layout is this run's; otherwise a Saver of
+      checkpoint, or its layout and files are this run's; a Saver of
+      everything but the files it was in for a checkpoint saved before
+      they were (its position is restored); otherwise a Saver of
       everything but the input position.
     """
     latest = tf.train.latest_checkpoint(checkpoint_dir)
     if latest is None:
       return None
     reader = tf.train.load_checkpoint(latest)
-    saved = None
-    if reader.has_tensor(LAYOUT_NAME):
-      saved = reader.get_tensor(LAYOUT_NAME)
-      saved = saved.decode() if isinstance(saved, bytes) else saved
-    if saved == self.layout:
+    saved_layout = _saved_text(reader, LAYOUT_NAME)
+    saved_files = _saved_text(reader, FILES_NAME)
+    if saved_files is None and saved_layout == self.layout:
+      # Saved before checkpoints named their files: the position is
+      # restored, the files variable keeps this run's value.
+      return tf.train.Saver(
+          tf.global_variables() + tf.get_collection(
+              tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable],
+          max_to_keep=None)
+    if saved_files not in (None, self.files):
+      saved, this_run, then = (saved_files, self.files,
+                               'the new files are read from their beginning')
+    elif saved_layout != self.layout:
+      saved, this_run, then = (saved_layout or 'without a saved position',
+                               self.layout, 'the data order starts over')
+    else:
       return None
     (log_fn or tf.logging.warning)(
         'input position not restored: %s was saved reading %s; this run '
-        'reads %s. The model and optimizer are restored; the data order '
-        'starts over.', latest, saved or 'without a saved position',
-        self.layout)
+        'reads %s. The model and optimizer are restored; %s.', latest,
+        saved, this_run, then)
     return tf.train.Saver(tf.global_variables(), max_to_keep=None)

@@ -8,6 +8,7 @@ through `make_dataset`.
 import dataclasses
 import typing
 
+from datasets import image_check
 from datasets import input_pipeline
 from training.errors import call_for_flag
 
@@ -28,6 +29,8 @@ class InputConfig:
     num_readers: files read in parallel.
     num_preprocessing_threads: images decoded and preprocessed in parallel.
     shuffle_seed: seed of the file and record shuffles; None: random.
+    max_image_pixels: the largest image decoded (height x width, from its
+      header); a larger one stops the script (lookup.reporting_bad_records).
   """
   dataset_name: str
   dataset_split_name: str
@@ -39,13 +42,15 @@ class InputConfig:
   num_readers: int
   num_preprocessing_threads: int
   shuffle_seed: typing.Optional[int] = None
+  max_image_pixels: int = image_check.DEFAULT_MAX_IMAGE_PIXELS
 
 
 def make_dataset(inputs, model, is_training, **kwargs):
   """The tf.data.Dataset of (images, labels) batches `inputs` describes.
 
-  Labels are checked against the classes in the graph (see
-  lookup.reporting_bad_labels).
+  Labels are checked against the classes in the graph, and images against
+  inputs.max_image_pixels before they are decoded (see
+  lookup.reporting_bad_records).
 
   Args:
     inputs: an InputConfig.
@@ -65,4 +70,5 @@ def make_dataset(inputs, model, is_training, **kwargs):
       num_readers=inputs.num_readers,
       num_preprocessing_threads=inputs.num_preprocessing_threads,
       labels_offset=inputs.labels_offset, seed=inputs.shuffle_seed,
-      check_labels=True, record_counts=model.record_counts, **kwargs)
+      check_labels=True, record_counts=model.record_counts,
+      max_image_pixels=inputs.max_image_pixels, **kwargs)

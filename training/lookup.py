@@ -3,13 +3,15 @@
 Shared by train_image_classifier.py and eval_image_classifier.py, whose
 flags carry the same names for these choices. Opening the dataset also
 reads the first records of its files (datasets/split_check.py): an empty
-split or a label outside the classes stops the script there.
+split, a label outside the classes or an image that does not decode stops
+the script there.
 """
 
 import collections
 import contextlib
 
 from datasets import dataset_factory
+from datasets import image_check
 from datasets import split_check
 from nets import nets_factory
 from preprocessing import preprocessing_factory
@@ -30,8 +32,8 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
 
   Args:
     flag_values: the script's FLAGS (dataset_name, dataset_split_name,
-      dataset_dir, labels_offset, model_name, preprocessing_name,
-      use_grayscale).
+      dataset_dir, labels_offset, max_image_pixels, model_name,
+      preprocessing_name, use_grayscale).
     is_training: build the network and preprocessing for training.
     weight_decay: the network's weight decay.
 
@@ -40,8 +42,8 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
 
   Raises:
     UsageError: an unknown name, missing, corrupt or empty dataset files, a
-      label outside the classes, or --labels_offset leaving no class;
-      naming the flag.
+      label outside the classes, an image that does not decode or is too
+      large, or --labels_offset leaving no class; naming the flag.
   """
   f = flag_values
   dataset = call_for_flag(
@@ -54,7 +56,7 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
       split_check.classes_after_offset, dataset, f.labels_offset)
   record_counts = call_for_flag('--dataset_dir=%s' % f.dataset_dir,
                                 split_check.check_split, dataset,
-                                f.labels_offset)
+                                f.labels_offset, f.max_image_pixels)
   network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
                              f.model_name, num_classes=num_classes,
                              weight_decay=weight_decay,
@@ -68,12 +70,21 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
 
 
 @contextlib.contextmanager
-def reporting_bad_labels(dataset, labels_offset, dataset_dir):
-  """A label outside the classes, met in a batch of an input pipeline made
-  with check_labels=True, as a UsageError (exit 2) naming it and
-  --dataset_dir."""
+def reporting_bad_records(dataset, inputs):
+  """A label outside the classes or an image that does not decode, met by
+  an input pipeline made by inputs.make_dataset, as a UsageError (exit 2)
+  naming it and --dataset_dir.
+
+  Args:
+    dataset: the slim.dataset.Dataset read.
+    inputs: the training.inputs.InputConfig of the pipeline.
+  """
   try:
-    with split_check.naming_bad_labels(dataset, labels_offset):
+    # Labels inside: their assert fails the pipeline too, and is worded
+    # without a scan of the files.
+    with image_check.naming_bad_images(dataset, inputs.max_image_pixels), \
+        split_check.naming_bad_labels(dataset, inputs.labels_offset):
       yield
-  except split_check.BadLabelError as e:
-    raise UsageError('--dataset_dir=%s: %s' % (dataset_dir, e)) from None
+  except (split_check.BadLabelError, image_check.BadImageError) as e:
+    raise UsageError('--dataset_dir=%s: %s'
+                     % (inputs.dataset_dir, e)) from None

@@ -224,6 +224,9 @@ def from_flags(flag_values, environ=None):
     deployment = problems.attempt(_deployment_config, snapshot, task)
   model = problems.attempt(lookup.model_and_data, snapshot, is_training=True,
                            weight_decay=snapshot.weight_decay)
+  if model is not None:
+    flag_checks.check_image_size('train_image_size',
+                                 snapshot.train_image_size, model, problems)
   checkpoint = None
   if snapshot.checkpoint_path:
     checkpoint = problems.attempt(resume_check.readable_checkpoint,

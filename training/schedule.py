@@ -25,7 +25,11 @@ DECAY_TYPES = ('exponential', 'fixed', 'polynomial')
 
 @dataclasses.dataclass(frozen=True)
 class BatchPlan:
-  """How many examples a step takes and how steps map to epochs."""
+  """How many examples a step takes and how steps map to epochs.
+
+  `learning_rate_decays` is False with --learning_rate_decay_type=fixed:
+  there are no decay steps to show.
+  """
   batch_size: int
   num_clones: int
   replicas_per_step: int
@@ -34,6 +38,7 @@ class BatchPlan:
   warmup_epochs: float = 0.0
   accumulation_steps: int = 1
   all_reduce_workers: int = 1
+  learning_rate_decays: bool = True
 
   @property
   def global_batch_size(self):
@@ -66,10 +71,10 @@ class BatchPlan:
             factors, self.global_batch_size),
         'steps per epoch: %d examples / %d = %.2f' % (
             self.num_samples, self.global_batch_size, self.steps_per_epoch),
-        'decay steps: %.2f steps per epoch x %g epochs = %d' % (
-            self.steps_per_epoch, self.num_epochs_per_decay,
-            self.decay_steps),
     ]
+    if self.learning_rate_decays:
+      lines.append('decay steps: %.2f steps per epoch x %g epochs = %d' % (
+          self.steps_per_epoch, self.num_epochs_per_decay, self.decay_steps))
     if self.warmup_epochs:
       lines.append('warmup steps: %.2f x %g epochs = %d' % (
           self.steps_per_epoch, self.warmup_epochs, self.warmup_steps))
@@ -96,7 +101,8 @@ def plan_for(batch_size, num_samples, deployment, update, optimizer):
       warmup_epochs=optimizer.warmup_epochs,
       accumulation_steps=update.accumulation_steps,
       all_reduce_workers=(deployment.num_replicas
-                          if deployment.all_reduce_replicas else 1))
+                          if deployment.all_reduce_replicas else 1),
+      learning_rate_decays=optimizer.learning_rate_decay_type != 'fixed')
 
 
 def learning_rate(plan, global_step, decay_type, initial, end=0.0001,

@@ -1,0 +1,97 @@
+"""The smallest image each network builds at, and image sizes refused below
+it with one line naming the value, the minimum and the fix."""
+
+from absl.testing import flagsaver
+import pytest
+
+from nets import nets_factory
+from tests.script_runner import error_lines
+from tests.script_runner import run_script
+from tf2_compat.slim_compat import tf
+from training import flag_checks
+from training import lookup
+from training import run_config
+from training.errors import Problems
+from training.errors import UsageError
+from training.flags import FLAGS
+
+
+_TRAIN_IMAGE_SIZE_RULE, = [condition for name, condition, _ in
+                           flag_checks.TRAIN_RANGES
+                           if name == 'train_image_size']
+
+
+def _build(network_fn, size):
+  with tf.Graph().as_default():
+    network_fn(tf.zeros([1, size, size, 3]))
+
+
+def _refusals(name, size):
+  """The lines check_image_size adds for --train_image_size=size."""
+  network_fn = nets_factory.get_network_fn(name, num_classes=10)
+  model = lookup.ModelAndData(None, 10, network_fn, None, None, name)
+  problems = Problems()
+  flag_checks.check_image_size('train_image_size', size, model, problems)
+  try:
+    problems.raise_if_any()
+  except UsageError as e:
+    return list(e.lines)
+  return []
+
+
+@pytest.mark.parametrize('name', sorted(nets_factory.networks_map))
+def test_a_network_builds_at_its_min_image_size_and_not_one_less(name):
+  # As training builds it: with a classifier (Inception v3's auxiliary
+  # head too).
+  network_fn = nets_factory.get_network_fn(name, num_classes=10,
+                                           is_training=True)
+  minimum = network_fn.min_image_size
+  assert 1 <= minimum <= network_fn.default_image_size
+  _build(network_fn, minimum)
+  assert _refusals(name, minimum) == []
+  if minimum > 1:
+    with pytest.raises(ValueError, match='Negative dimension size'):
+      _build(network_fn, minimum - 1)
+    assert len(_refusals(name, minimum - 1)) == 1
+  else:  # 0 pixels: the range rule's.
+    assert not _TRAIN_IMAGE_SIZE_RULE(0)
+
+
+@pytest.mark.parametrize('name, size, minimum, default', [
+    ('lenet', 3, 4, 28),
+    ('inception_v3', 106, 107, 299),
+    ('vgg_16', 200, 224, 224),
+])
+def test_a_train_image_size_below_the_minimum_is_refused_naming_both(
+    digits_dir, tmp_path, name, size, minimum, default):
+  with flagsaver.flagsaver():
+    FLAGS.unparse_flags()
+    FLAGS(['train_image_classifier.py', '--dataset_name=digits',
+           '--dataset_dir=%s' % digits_dir, '--model_name=%s' % name,
+           '--train_image_size=%d' % size,
+           '--train_dir=%s' % (tmp_path / 'train')])
+    snapshot = run_config.FlagSnapshot.of(FLAGS)
+  with pytest.raises(UsageError) as refused:
+    run_config.from_flags(snapshot, environ={})
+  assert refused.value.lines == (
+      '--train_image_size=%d is too small for %s: its layers need images of '
+      'at least %dx%d pixels; use --train_image_size=%d or more, or leave it '
+      "unset for %s's default, %d" % (size, name, minimum, minimum, minimum,
+                                      name, default),)
+
+
+def test_an_eval_image_size_below_the_minimum_exits_2(digits_dir, tmp_path):
+  # eval's flags cannot be defined in this process, which has the training
+  # script's: it runs as a script.
+  result = run_script(
+      'eval_image_classifier.py', '--dataset_name=digits',
+      '--dataset_dir=%s' % digits_dir, '--model_name=cifarnet',
+      '--eval_image_size=2', '--checkpoint_path=%s' % tmp_path,
+      '--eval_dir=%s' % (tmp_path / 'eval'), timeout=120)
+  assert result.returncode == 2, result.stdout[-3000:]
+  # The checkpoint is missing too: every problem has its line.
+  assert ('error: --eval_image_size=2 is too small for cifarnet: its layers '
+          'need images of at least 4x4 pixels; use --eval_image_size=4 or '
+          "more, or leave it unset for cifarnet's default, 32"
+          in error_lines(result.stdout))
+  assert 'Traceback' not in result.stdout
