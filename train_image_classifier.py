@@ -27,7 +27,6 @@ pipeline, the optimizer and the hooks, and runs the loop.
 import collections
 import contextlib
 import functools
-import os
 
 from clusters import peers
 from clusters import replica_session
@@ -133,14 +132,8 @@ def train(config, master, stop, extra_hooks=()):
           loop.train_dir, tf.global_variables(), config.choices)
     else:
       resumed = tf.train.latest_checkpoint(loop.train_dir)
-    reached = resume_check.reached_last_step(resumed,
-                                             loop.max_number_of_steps)
-    if reached is not None:
-      tf.logging.info(
-          '%s holds global step %d, and --max_number_of_steps is %d: '
-          'nothing left to train; %s is left as it is. Raise '
-          '--max_number_of_steps to train on.', os.path.basename(resumed),
-          reached, loop.max_number_of_steps, loop.train_dir)
+    if resume_check.nothing_left_to_train(resumed, loop.max_number_of_steps,
+                                          loop.train_dir):
       return
     log_batch_arithmetic(config)
     warn_if_no_gpu(config.deployment)
@@ -270,7 +263,8 @@ def step_watchdog(config):
   return watchdog_lib.StepWatchdog(
       peers.needed_at_each_step(config.task,
                                 config.sync_optimizer_replicas is not None),
-      config.loop.step_timeout_secs)
+      final_peers=peers.needed_by(config.task) if config.task else [],
+      timeout_secs=config.loop.step_timeout_secs)
 
 
 def log_batch_arithmetic(config):

@@ -27,6 +27,10 @@ def split_address(address):
   return host.strip('[]'), int(port)
 
 
+# Why a connection failed when nothing listens at the address.
+REFUSED = 'connection refused'
+
+
 def open_connection(address, timeout_secs):
   """Opens a TCP connection to `address`, or says why it cannot.
 
@@ -42,7 +46,7 @@ def open_connection(address, timeout_secs):
   try:
     return socket.create_connection((host, port), timeout=timeout_secs), None
   except ConnectionRefusedError:
-    return None, 'connection refused'
+    return None, REFUSED
   except socket.gaierror as e:
     return None, 'cannot resolve the host name %s (%s)' % (host, e.strerror)
   except socket.timeout:

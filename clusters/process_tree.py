@@ -69,20 +69,33 @@ def signal_group(pid, signum):
 _Stat = collections.namedtuple('_Stat', ['state', 'parent', 'group'])
 
 
+def process_stat(pid):
+  """The _Stat of `pid` (its one-letter state, R, S, T, Z..., its parent
+  and its process group), None when there is no such process or no /proc
+  (not Linux)."""
+  try:
+    with open('/proc/%d/stat' % pid) as stat:
+      text = stat.read()
+  except OSError:
+    return None
+  # The command name, in parentheses, may hold spaces and parentheses.
+  try:
+    state, parent, group = text.rsplit(')', 1)[1].split()[:3]
+    return _Stat(state, int(parent), int(group))
+  except ValueError:
+    return None
+
+
 def _processes():
   """{pid: _Stat} of every process /proc shows."""
   processes = {}
   if not os.path.isdir('/proc'):
     return processes  # Not Linux: there is no subreaper either.
   for entry in os.listdir('/proc'):
-    if not entry.isdigit():
-      continue
-    try:
-      with open('/proc/%s/stat' % entry) as stat:
-        state, parent, group = stat.read().rsplit(')', 1)[1].split()[:3]
-    except (OSError, ValueError):
-      continue  # Gone since the listing.
-    processes[int(entry)] = _Stat(state, int(parent), int(group))
+    if entry.isdigit():
+      found = process_stat(int(entry))
+      if found is not None:  # Else gone since the listing.
+        processes[int(entry)] = found
   return processes
 
 

@@ -25,8 +25,10 @@ import math
 import threading
 import time
 
+from clusters import process_tree
 from clusters import restarts
 
+CHIEF = 'worker0'
 STOPPED_REPORT_SECS = 30.0
 MIN_FINISH_SECS = 60.0
 FINISH_FACTOR = 5
@@ -41,15 +43,8 @@ _STATE_WORDS = {
 def process_state(pid):
   """The kernel's one-letter state of `pid` (R, S, D, T, t, Z, ...), None
   when there is no such process or no /proc (not Linux)."""
-  try:
-    with open('/proc/%d/stat' % pid) as stat:
-      text = stat.read()
-  except OSError:
-    return None
-  # The command name, in parentheses, may hold spaces: the state follows
-  # its closing parenthesis.
-  fields = text[text.rfind(')') + 2:].split()
-  return fields[0] if fields else None
+  found = process_tree.process_stat(pid)
+  return found and found.state
 
 
 def describe_state(state):
@@ -101,11 +96,15 @@ class TaskWatch:
         self._last_step_line[task_name] = now
 
   def forget(self, task_name):
-    """A task started again: its lines so far no longer count."""
+    """A task started again: its lines so far no longer count, and the
+    chief's finish no longer does once the chief (worker0) starts again,
+    as in a restart of every task."""
     with self._lock:
       for record in (self._last_line, self._longest_gap,
                      self._last_step_line):
         record.pop(task_name, None)
+    if task_name == CHIEF:
+      self._chief_finished = None
 
   def chief_finished(self):
     """The chief exited 0: the other workers' bound starts now."""

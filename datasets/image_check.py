@@ -341,6 +341,12 @@ def naming_bad_images(dataset, max_image_pixels):
   except tf.errors.InvalidArgumentError as e:
     if e.op is not None and not e.op.type.startswith('IteratorGetNext'):
       raise
+    # The scan decodes every image up to the bad one: minutes on a large
+    # split, which must not pass without a word.
+    tf.logging.warning(
+        'the input pipeline failed (%s); reading the %d file(s) of the split '
+        'for the record that failed, to name it', op_error_reason(e),
+        len(dataset.data_sources))
     found = find_bad_image(dataset, max_image_pixels)
     if found is None:
       raise

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tf2_compat.slim_compat import tf
+from deployment import apply_when
 from training import hooks
 from training import last_step
 
@@ -149,3 +150,25 @@ def test_each_checkpoint_is_named_after_the_step_it_holds(tmp_path):
 def test_without_the_snapshot_names_lag_the_steps_held(tmp_path):
   saved = _saved_steps(hooks.CheckpointSaverHook, str(tmp_path / 'plain'))
   assert any(named != held for named, held in saved), saved
+
+
+@pytest.mark.parametrize('live', [False, True])
+def test_a_run_whose_gradients_are_dead_claims_no_step(live):
+  # Accumulation between updates, or a non-finite update skipped: the
+  # gradients reach apply_gradients through a Switch, dead on such runs.
+  with tf.Graph().as_default():
+    global_step = tf.train.get_or_create_global_step()
+    weight = tf.Variable(0.0)
+    apply_now = tf.placeholder(tf.bool, [])
+    optimizer = last_step.StopsAtLastStep(
+        tf.train.GradientDescentOptimizer(1.0), 10)
+    gradient = apply_when.when_true(tf.constant(1.0), apply_now)
+    update = apply_when.either_way(
+        apply_now, optimizer.apply_gradients([(gradient, weight)],
+                                             global_step=global_step))
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      for _ in range(3):
+        session.run(update, {apply_now: live})
+      assert session.run([global_step, weight]) == (
+          [3, -3.0] if live else [0, 0.0])

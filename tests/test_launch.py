@@ -512,7 +512,7 @@ def test_a_worker_stopped_after_the_chief_finished_is_named_and_stopped(
     worker1 = pids[2]
     assert re.search(
         r"^\[launch\] worker1 \(pid %d, stopped \(SIGSTOP or a job control "
-        r"signal\)\) has not finished 2 s after the chief did \(bound 2 s, "
+        r"signal\)\) has not finished \d+ s after the chief did \(bound 2 s, "
         r"--finish_timeout\); its last line, \d+ s ago: step 3: loss = 1\.0\. "
         r"Stopping it: the chief's final checkpoint is the run's result$"
         % worker1, output, re.M), output

@@ -58,6 +58,19 @@ def test_finish_timeout_sets_the_bound():
           'did (bound 5 s, --finish_timeout); it printed nothing.') in lines[0]
 
 
+def test_a_chief_started_again_has_not_finished():
+  # A restart of every task after the chief had finished: the new tasks'
+  # bound starts when the new chief finishes.
+  watch, clock = _watch({7: 'S'}, finish_timeout=5)
+  watch.chief_finished()
+  watch.forget('worker1')
+  clock.advance(5)
+  assert len(watch.overdue({'worker1': 7})) == 1
+  watch.forget('worker0')
+  clock.advance(100)
+  assert watch.overdue({'worker1': 7}) == []
+
+
 def test_nothing_is_overdue_before_the_chief_finishes():
   watch, clock = _watch({7: 'T'}, finish_timeout=1)
   clock.advance(1000)

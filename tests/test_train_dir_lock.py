@@ -134,6 +134,18 @@ def test_with_the_lock_off_nothing_is_locked_or_written(tmp_path):
       "would mix its checkpoints with this one's" % train_dir]
 
 
+def test_a_run_ending_leaves_the_lock_another_run_made_meanwhile(tmp_path):
+  # Its own file was removed while it trained, and another run made and
+  # holds a new one: that one is the other run's lock, not this run's.
+  train_dir = str(tmp_path)
+  lock = os.path.join(train_dir, 'train.lock')
+  with train_dir_lock.held(train_dir):
+    os.unlink(lock)
+    with open(lock, 'w') as other:
+      other.write('pid 1 on host elsewhere\n')
+  assert _read(lock) == 'pid 1 on host elsewhere\n'
+
+
 def _taken_over_from(train_dir, content):
   """What the takeover line shows of a left lock file holding `content`."""
   with open(os.path.join(train_dir, 'train.lock'), 'wb') as f:

@@ -1,12 +1,15 @@
 """training/watchdog.py: a step that does not finish names the task it waits
-for, with stand-in probes; tests/test_hangs.py stops real tasks."""
+for, with stand-in probes; tests/test_cluster_faults.py stops a real ps
+task."""
 
 import threading
+import time
 
 import pytest
 
 from clusters import cluster
 from clusters import peers
+from tests.fake_clock import FakeClock
 from training import watchdog
 
 _PS = [('ps task 0', '127.0.0.1:2222'), ('ps task 1', '127.0.0.1:2223')]
@@ -24,19 +27,21 @@ class _Exits:
     self.called.set()
 
 
-def _watchdog(silent=(), **kwargs):
+def _watchdog(silent=(), refusing=(), peers=tuple(_PS), **kwargs):
   """A StepWatchdog over _PS whose probe finds the addresses in `silent`
-  not answering; returns it, its error and warning lines, its exits and
-  the addresses probed."""
+  not answering and those in `refusing` refusing connections; returns it,
+  its error and warning lines, its exits and the addresses probed."""
   errors, warnings, probed, exits = [], [], [], _Exits()
 
   def probe(address):
     probed.append(address)
+    if address in refusing:
+      return 'connection refused'
     return 'accepts connections but has not answered' if (
         address in silent) else None
 
   dog = watchdog.StepWatchdog(
-      _PS, log_fn=lambda fmt, *a: errors.append(fmt % a),
+      peers, log_fn=lambda fmt, *a: errors.append(fmt % a),
       warn_fn=lambda fmt, *a: warnings.append(fmt % a), exit_fn=exits,
       probe=probe, poll_secs=0.02, **kwargs)
   return dog, errors, warnings, exits, probed
@@ -58,21 +63,70 @@ def test_a_step_past_its_bound_names_the_ps_task_that_does_not_answer():
       'process (exit 1)'), errors[0]
 
 
+def _wait_for(lines, count):
+  deadline = time.monotonic() + 10
+  while len(lines) < count:
+    assert time.monotonic() < deadline, lines
+    time.sleep(0.01)
+
+
 def test_a_slow_step_whose_tasks_all_answer_warns_and_waits_on():
-  dog, errors, warnings, exits, _ = _watchdog(timeout_secs=0.1)
-  done = threading.Event()
+  clock = FakeClock()
+  dog, errors, warnings, exits, _ = _watchdog(timeout_secs=10, clock=clock)
   with dog:
     with dog.watching('training step 2 of this worker'):
-      # Warnings at 0.1 s and 0.2 s (the bound doubles), not at 0.3 s.
-      done.wait(0.35)
+      clock.advance(10)
+      _wait_for(warnings, 1)
+      clock.advance(10)  # The bound doubled: 20 s.
+      _wait_for(warnings, 2)
+      clock.advance(10)  # 30 s, within the next bound, 40 s.
+      time.sleep(0.2)
   assert exits.statuses == []
   assert errors == []
-  assert len(warnings) == 2, warnings
-  assert warnings[0] == (
-      'training step 2 of this worker has not finished after 0 s (bound '
-      '0.1 s, --step_timeout_secs); every task it needs answers (ps task 0, '
-      'ps task 1), so it waits on its own work or its input. Still waiting.')
-  assert '(bound 0.2 s, --step_timeout_secs)' in warnings[1]
+  assert warnings == [
+      'training step 2 of this worker has not finished after 10 s (bound '
+      '10 s, --step_timeout_secs); every task it needs answers (ps task 0, '
+      'ps task 1), so it waits on its own work or its input. Still waiting.',
+      'training step 2 of this worker has not finished after 20 s (bound '
+      '20 s, --step_timeout_secs); every task it needs answers (ps task 0, '
+      'ps task 1), so it waits on its own work or its input. Still waiting.']
+
+
+def test_a_task_that_refuses_connections_is_waited_for_with_a_warning():
+  # It exited or is being restarted: TensorFlow re-creates the session
+  # once it is back.
+  clock = FakeClock()
+  dog, errors, warnings, exits, _ = _watchdog(refusing=['127.0.0.1:2222'],
+                                              timeout_secs=5, clock=clock)
+  with dog:
+    with dog.watching('training step 4 of this worker'):
+      clock.advance(5)
+      _wait_for(warnings, 1)
+  assert (exits.statuses, errors) == ([], [])
+  assert warnings == [
+      'training step 4 of this worker has not finished after 5 s (bound 5 s, '
+      '--step_timeout_secs): ps task 0 at 127.0.0.1:2222 (connection '
+      'refused) is not listening: it exited or is being restarted, and the '
+      'step goes on once it is back. Still waiting.']
+
+
+def test_a_step_that_finishes_while_its_tasks_are_probed_is_not_ended():
+  finished = threading.Event()
+  exits = _Exits()
+
+  def probe(unused_address):
+    finished.wait(10)  # The step ends during the probe.
+    return 'accepts connections but has not answered'
+
+  dog = watchdog.StepWatchdog(_PS, timeout_secs=0.05, exit_fn=exits,
+                              probe=probe, poll_secs=0.01,
+                              log_fn=lambda *a: None)
+  with dog:
+    with dog.watching('a step'):
+      time.sleep(0.2)
+    finished.set()
+    time.sleep(0.2)
+  assert exits.statuses == []
 
 
 def test_a_step_within_its_bound_probes_nothing():
@@ -86,14 +140,18 @@ def test_a_step_within_its_bound_probes_nothing():
   assert (probed, errors, warnings, exits.statuses) == ([], [], [], [])
 
 
-def test_the_end_of_training_is_watched_until_the_watchdog_exits():
-  dog, errors, _, exits, _ = _watchdog(silent=['127.0.0.1:2222'],
-                                       timeout_secs=0.1)
+def test_the_end_of_training_is_watched_against_its_own_tasks():
+  # The other workers of a synchronous run may have finished: the end of
+  # training needs the ps tasks only.
+  dog, errors, _, exits, probed = _watchdog(
+      silent=['127.0.0.1:2222', '127.0.0.1:3001'], timeout_secs=0.1,
+      peers=_PS + [('worker task 1', '127.0.0.1:3001')], final_peers=[_PS[0]])
   with dog:
     dog.watch_until_exit('the end of training')
     assert exits.called.wait(10)
   assert errors[0].startswith('the end of training has not finished')
   assert 'ps task 0 at 127.0.0.1:2222' in errors[0]
+  assert set(probed) == {'127.0.0.1:2222'}
 
 
 @pytest.mark.parametrize('step_secs, bound', [

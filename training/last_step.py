@@ -30,6 +30,16 @@ from tf2_compat.slim_compat import tf
 from training import hooks
 
 
+def _arrived(tensor):
+  """An identity of `tensor` beside it, for ops to depend on: a control
+  edge from the op that makes it would be live on both paths of a Switch
+  (when `tensor` is one of its outputs), an edge from its identity is dead
+  with it. Beside it: only the edge crosses to the op's device.
+  """
+  with tf.colocate_with(tensor):
+    return tf.identity(tensor)
+
+
 class StopsAtLastStep:
   """An optimizer whose updates stop at `last_step` among asynchronous
   workers; anything but apply_gradients goes to `optimizer`.
@@ -53,7 +63,16 @@ class StopsAtLastStep:
     """The update, applied only when it claims a step at most the last."""
     if global_step is None:
       return self._optimizer.apply_gradients(grads_and_vars, name=name)
-    with tf.device(global_step.device), tf.name_scope('claim_step'):
+    grads_and_vars = list(grads_and_vars)
+    # After the gradients: on a run whose gradients are dead (accumulation
+    # between its updates, a non-finite update skipped; see
+    # deployment/apply_when.py) no step is claimed, as TF's own increment
+    # is skipped then.
+    gradients = [_arrived(g.values if isinstance(g, tf.IndexedSlices)
+                          else g)
+                 for g, _ in grads_and_vars if g is not None]
+    with tf.device(global_step.device), tf.name_scope('claim_step'), \
+        tf.control_dependencies(gradients):
       one = tf.constant(1, global_step.dtype.base_dtype)
       claim = tf.raw_ops.AssignAddVariableOp(resource=global_step.handle,
                                              value=one)
@@ -63,9 +82,7 @@ class StopsAtLastStep:
       free = tf.less_equal(claimed, tf.cast(self._last_step, one.dtype))
       # Each output is live on one path only: refused, or free.
       refused, accepted = tf.raw_ops.Switch(data=free, pred=free)
-      # A control edge from the Switch op would be live on both paths: an
-      # edge from the identity of its output is dead with that output.
-      refused = tf.identity(refused)
+      refused = _arrived(refused)
       with tf.control_dependencies([refused]):
         given_back = tf.raw_ops.AssignSubVariableOp(
             resource=global_step.handle, value=one)

@@ -167,22 +167,34 @@ def _repair(train_dir, candidates, index_problem, chosen, skipped, log_fn):
   return chosen
 
 
-def reached_last_step(prefix, last_step):
-  """The global step `prefix` holds when it is at or past `last_step`
-  (--max_number_of_steps), else None: None too without a checkpoint, a
-  last step, or a global step in it.
+def nothing_left_to_train(prefix, last_step, train_dir, log_fn=None):
+  """Whether the checkpoint a run resumes from, `prefix`, holds a global
+  step at or past `last_step` (--max_number_of_steps); if so, says so.
 
-  A run that resumes there has nothing left to train: its first step would
-  go past the last one, and the save at its end push an older checkpoint
-  out (a requeued job, a restart of a finished cluster).
+  A run that resumed there would still train: its first step would go past
+  the last one, and the save at its end push an older checkpoint out (a
+  requeued job, a restart of a finished cluster). False without a
+  checkpoint, a last step, or a global step in it.
+
+  Args:
+    prefix: the checkpoint resumed from, or None.
+    last_step: --max_number_of_steps, or None.
+    train_dir: the run's --train_dir, for the line.
+    log_fn: where the line goes (tf.logging.info by default).
   """
   if prefix is None or last_step is None:
-    return None
+    return False
   try:
     step = int(tf.train.load_checkpoint(prefix).get_tensor('global_step'))
   except (tf.errors.OpError, ValueError):
-    return None
-  return step if step >= last_step else None
+    return False
+  if step < last_step:
+    return False
+  (log_fn or tf.logging.info)(
+      '%s holds global step %d, and --max_number_of_steps is %d: nothing '
+      'left to train; %s is left as it is. Raise --max_number_of_steps to '
+      'train on.', os.path.basename(prefix), step, last_step, train_dir)
+  return True
 
 
 def readable_checkpoint(checkpoint_path, log_fn=None):

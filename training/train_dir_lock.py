@@ -247,8 +247,12 @@ def held(train_dir, mode=FLOCK, log_fn=None):
   finally:
     try:
       # Unlinked while still locked: a run starting now creates a new file.
+      # Only if it is still this run's: another run's file, made once this
+      # one's was removed, is that run's lock.
       with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+        if os.stat(path, follow_symlinks=False).st_ino == os.fstat(
+            fd).st_ino:
+          os.unlink(path)
     finally:
       os.close(fd)
     if created:

@@ -9,21 +9,26 @@ of our own watches each step:
   * a step that runs past the bound makes it probe the tasks the step
     needs (clusters/peers.py: a gRPC server answers a new connection at
     once, a stopped one does not);
-  * when one does not answer, it logs an error naming the task, its
-    address and why, and ends the process with status 1, so that the
+  * when one accepts connections but does not answer (stopped, hung), it
+    logs an error naming the task, its address and why, and ends the
+    process with status 1, so that the
     launcher or Slurm restarts it (a restarted worker then waits for the
     task at start-up, saying so every few seconds). Nothing is saved on the
     way out: the variables to save live on the task that does not answer,
     and the latest checkpoint is whole;
+  * when one refuses connections (it exited, or is being restarted),
+    TensorFlow re-creates the session once it is back: a warning names it
+    and the watch goes on, the bound doubled for the next warning;
   * when every task answers, the step is slow of itself (its input, a
     busy machine): a warning says so and the watch goes on, the bound
-    doubled for the next warning.
+    doubled too.
 
 The bound is --step_timeout_secs when given. Otherwise it follows the step
 times seen: 20 times the longest of the last 100 steps, at least 60 s, and
 10 minutes for the first step (graph optimisation, the input's warm-up).
 The end of training (the final checkpoint, the session's close) is watched
-as one more step.
+as one more step, against the ps tasks only: the other workers may have
+finished.
 
   with watchdog.StepWatchdog(peers.needed_at_each_step(task, sync)) as dog:
     while ...:
@@ -37,6 +42,7 @@ import os
 import threading
 import time
 
+from clusters import addresses
 from clusters import peers as peers_lib
 from tf2_compat.slim_compat import tf
 from training import preemption
@@ -61,6 +67,8 @@ class StepWatchdog:
   Args:
     peers: [(name, address)] of the tasks a step needs, e.g.
       clusters.peers.needed_at_each_step(task, sync); [] without a cluster.
+    final_peers: those the end of training needs (the ps tasks,
+      clusters.peers.needed_by(task)); `peers` by default.
     timeout_secs: the bound of every step; None derives it from the steps
       seen (see derived_bound).
     log_fn: where the error naming a task goes (tf.logging.error).
@@ -72,10 +80,13 @@ class StepWatchdog:
     poll_secs: how often the thread looks at the step in progress.
   """
 
-  def __init__(self, peers, timeout_secs=None, log_fn=None, warn_fn=None,
+  def __init__(self, peers, final_peers=None, timeout_secs=None,
+               log_fn=None, warn_fn=None,
                exit_fn=os._exit,  # pylint: disable=protected-access
                probe=peers_lib.why_not_answering, clock=time, poll_secs=1.0):
     self._peers = list(peers)
+    self._final_peers = self._peers if final_peers is None else list(
+        final_peers)
     self._timeout_secs = timeout_secs
     self._log = log_fn or tf.logging.error
     self._warn = warn_fn or tf.logging.warning
@@ -86,7 +97,8 @@ class StepWatchdog:
     self._step_secs = collections.deque(maxlen=RECENT_STEPS)
     self._lock = threading.Lock()
     self._closed = threading.Event()
-    self._watched = None  # (what, started, bound) of the watched period.
+    # (what, started, bound, peers) of the watched period.
+    self._watched = None
     self._thread = None
 
   def bound(self):
@@ -114,7 +126,7 @@ class StepWatchdog:
     started = self._clock.monotonic()
     bound = self.bound()
     with self._lock:
-      self._watched = (what, started, bound)
+      self._watched = (what, started, bound, self._peers)
     try:
       yield
     finally:
@@ -127,7 +139,8 @@ class StepWatchdog:
     """Watches from now until the watchdog's block ends, as `what`: the
     end of training, whose final save and session close run in the
     __exit__ of blocks inside the watchdog's."""
-    watched = (what, self._clock.monotonic(), self.bound())
+    watched = (what, self._clock.monotonic(), self.bound(),
+               self._final_peers)
     with self._lock:
       self._watched = watched
 
@@ -149,7 +162,7 @@ class StepWatchdog:
         watched = self._watched
       if watched is None:
         continue
-      what, started, bound = watched
+      started, bound = watched[1:3]
       elapsed = self._clock.monotonic() - started
       if elapsed >= bound:
         self._check(watched, elapsed)
@@ -158,29 +171,37 @@ class StepWatchdog:
     """Probes the peers once the `watched` period ran past its bound: ends
     the process when one does not answer, else warns and doubles the
     bound."""
-    what, started, bound = watched
-    silent = []
-    for name, address in self._peers:
+    what, started, bound, peers = watched
+    hung, gone = [], []
+    for name, address in peers:
       why = self._probe(address)
       if why is not None:
-        silent.append('%s at %s (%s)' % (name, address, why))
-    if silent:
+        (gone if why == addresses.REFUSED else hung).append(
+            '%s at %s (%s)' % (name, address, why))
+    with self._lock:
+      if self._watched is not watched:  # It finished while probed.
+        return
+    lead = '%s has not finished after %d s (bound %s)' % (
+        what, elapsed, self._describe_bound(bound))
+    if hung:
       self._log(
-          '%s has not finished after %d s (bound %s): %s does not answer. '
-          'Stopping this process (exit %d) so that it can be restarted; it '
-          'waits for the task at start-up, and the latest checkpoint is '
-          'whole.', what, elapsed, self._describe_bound(bound),
-          ' and '.join(silent), EXIT_STATUS)
+          '%s: %s does not answer. Stopping this process (exit %d) so that '
+          'it can be restarted; it waits for the task at start-up, and the '
+          'latest checkpoint is whole.', lead, ' and '.join(hung),
+          EXIT_STATUS)
       preemption.flush_output()
       self._exit(EXIT_STATUS)
       return
-    answering = ', '.join(name for name, _ in self._peers)
-    self._warn(
-        '%s has not finished after %d s (bound %s); %s, so it waits on its '
-        'own work or its input. Still waiting.', what, elapsed,
-        self._describe_bound(bound),
-        'every task it needs answers (%s)' % answering if answering
-        else 'it needs no other task')
+    if gone:
+      self._warn('%s: %s is not listening: it exited or is being '
+                 'restarted, and the step goes on once it is back. Still '
+                 'waiting.', lead, ' and '.join(gone))
+    else:
+      answering = ', '.join(name for name, _ in peers)
+      self._warn(
+          '%s; %s, so it waits on its own work or its input. Still waiting.',
+          lead, 'every task it needs answers (%s)' % answering if answering
+          else 'it needs no other task')
     with self._lock:
-      if self._watched is watched:  # Still the same period.
-        self._watched = (what, started, 2 * bound)
+      if self._watched is watched:
+        self._watched = (what, started, 2 * bound, peers)
