@@ -39,7 +39,21 @@ def _refusals(name, size):
   return []
 
 
-@pytest.mark.parametrize('name', sorted(nets_factory.networks_map))
+# The deeper ResNets repeat the 50-layer nets' blocks at the same strides:
+# built once per version (20-50 s of graph building each, otherwise), and
+# held to the same minimum below.
+_DEEPER_RESNETS = {'resnet_v%d_%d' % (version, depth): 'resnet_v%d_50' % version
+                   for version in (1, 2) for depth in (101, 152, 200)}
+
+
+def test_deeper_resnets_have_the_minimum_of_their_50_layer_net():
+  for deeper, fifty in sorted(_DEEPER_RESNETS.items()):
+    assert (nets_factory.get_network_fn(deeper, 10).min_image_size ==
+            nets_factory.get_network_fn(fifty, 10).min_image_size), deeper
+
+
+@pytest.mark.parametrize('name', sorted(set(nets_factory.networks_map) -
+                                        set(_DEEPER_RESNETS)))
 def test_a_network_builds_at_its_min_image_size_and_not_one_less(name):
   # As training builds it: with a classifier (Inception v3's auxiliary
   # head too).
