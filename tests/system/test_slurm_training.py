@@ -176,8 +176,11 @@ def test_the_end_of_the_job_lets_the_chief_save_the_step_it_reached(
   assert len(after) == 2, output[-6000:]
   saved = re.findall(r'^ *1: INFO:tensorflow:Saving checkpoints for (\d+) ',
                      after[1], re.M)
-  assert len(saved) == 1, output[-6000:]
-  assert _checkpoint_step(train_dir) == int(saved[0]) >= 5
+  # One save, or two: a timed save (every second here) after the step in
+  # progress, then the final one when the other worker's last step has
+  # moved the global step on since.
+  assert 1 <= len(saved) <= 2, output[-6000:]
+  assert _checkpoint_step(train_dir) == int(saved[-1]) >= 5
   # The chief then says it stopped, once its session is closed. At the
   # time limit that close hung in 4 runs of 11 (in TensorFlow's
   # LocalMaster::CloseSession, after the save) until Slurm's SIGKILL.
