@@ -143,12 +143,22 @@ def train(config, master, stop, extra_hooks=()):
         stopping_on_divergence(config), \
         naming_collective_failures(config), \
         step_watchdog(config) as watchdog, \
-        training_session(config, graph, master, extra_hooks) as session:
+        contextlib.ExitStack() as session_scope:
+      # The session's start waits for the ps tasks too (the chief
+      # initialises or restores the variables there and saves step 0).
+      with watchdog.watching('the start of the session (initialising or '
+                             'restoring the model, the first checkpoint)',
+                             counts_as_step=False):
+        session = session_scope.enter_context(
+            training_session(config, graph, master, extra_hooks))
       stop.training_started()
       steps = 0
       while not session.should_stop() and not stop.requested:
         steps += 1
-        with watchdog.watching('training step %d of this worker' % steps):
+        # The first step warms up (graph optimisation, the input): its
+        # time is no measure of the next ones.
+        with watchdog.watching('training step %d of this worker' % steps,
+                               counts_as_step=steps > 1):
           session.run(graph.train_op)
       # The final checkpoint and the session's close, in the exit of the
       # blocks inside the watchdog's.

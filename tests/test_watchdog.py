@@ -176,6 +176,18 @@ def test_the_bound_forgets_steps_older_than_the_last_hundred():
   assert dog.bound() == 60.0
 
 
+def test_a_period_that_is_no_step_leaves_the_step_times_alone():
+  # The session's start, the first step's warm-up: watched, not measured.
+  clock = FakeClock()
+  dog = watchdog.StepWatchdog([], clock=clock)
+  with dog.watching('the start of the session', counts_as_step=False):
+    clock.advance(30)
+  assert dog.bound() == 600.0
+  with dog.watching('training step 2 of this worker'):
+    clock.advance(0.5)
+  assert dog.bound() == 60.0
+
+
 def _task(job_name, task_index, num_ps):
   workers = ['127.0.0.1:300%d' % i for i in range(3)]
   ps = ['127.0.0.1:400%d' % i for i in range(num_ps)]

@@ -147,7 +147,8 @@ flags.DEFINE_float('step_timeout_secs', None,
                    'A step that runs longer than this makes the worker probe '
                    'the tasks it needs; one that does not answer is named '
                    'and the worker exits 1 (None: 20 x the longest recent '
-                   'step, at least 60 s, 600 s for the first step).')
+                   'step, at least 60 s, 600 s for the first step and the '
+                   'session start).')
 flags.DEFINE_integer('shuffle_seed', None,
                      'Seed of the input shuffling (None: random).')
 flags.DEFINE_integer('random_seed', None,

@@ -24,8 +24,9 @@ of our own watches each step:
     doubled too.
 
 The bound is --step_timeout_secs when given. Otherwise it follows the step
-times seen: 20 times the longest of the last 100 steps, at least 60 s, and
-10 minutes for the first step (graph optimisation, the input's warm-up).
+times seen: 20 times the longest of the last 100 steps (the first, which
+warms up, left out), at least 60 s, and 10 minutes for the first step
+(graph optimisation, the input's warm-up) and for the session's start.
 The end of training (the final checkpoint, the session's close) is watched
 as one more step, against the ps tasks only: the other workers may have
 finished.
