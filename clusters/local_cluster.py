@@ -9,7 +9,6 @@ clusters/restarts.py's decision; this module carries it out.
 """
 
 import json
-import math
 import os
 import queue
 import signal
@@ -85,7 +84,7 @@ class LocalCluster:
                task_memory_mib=machine.TASK_MEMORY_MIB,
                restart_backoff=None, watch=None, end_leftovers=False):
     _check_size(num_ps, num_workers, task_memory_mib)
-    _check_seconds('grace_secs', grace_secs, True, 'the time a task has to '
+    restarts.check_seconds('grace_secs', grace_secs, True, 'the time a task has to '
                    'save after SIGTERM, e.g. 10 (0: SIGKILL at once)')
     self._script = restarts.read_script_args(command)
     self._policy = restarts.RestartPolicy(
@@ -362,16 +361,8 @@ def check_timeout(timeout):
   """Raises ValueError unless `timeout` is None (no limit) or a finite
   number of seconds > 0."""
   if timeout is not None:
-    _check_seconds('timeout', timeout, False, 'the time the run may take, '
+    restarts.check_seconds('timeout', timeout, False, 'the time the run may take, '
                    'or no --timeout for no limit')
-
-
-def _check_seconds(name, value, zero_allowed, fix):
-  if not (math.isfinite(value) and (value >= 0 if zero_allowed else
-                                    value > 0)):
-    raise ValueError('%s must be a finite number of seconds %s 0, got %s; '
-                     'give %s' % (name, '>=' if zero_allowed else '>', value,
-                                  fix))
 
 
 def _check_size(num_ps, num_workers, task_memory_mib):

@@ -24,6 +24,7 @@ full disk (a checkpoint that cannot be written).
 """
 
 import collections
+import math
 import os
 import re
 import threading
@@ -55,6 +56,16 @@ Decision = collections.namedtuple('Decision',
 # when not given) and whether --sync_replicas is on.
 ScriptArgs = collections.namedtuple('ScriptArgs',
                                     ['train_dir', 'sync_replicas'])
+
+
+def check_seconds(name, value, zero_allowed, fix):
+  """Raises ValueError, naming `name`, `value` and the `fix`, unless `value`
+  is a finite number of seconds > 0 (>= 0 when `zero_allowed`)."""
+  if not (math.isfinite(value) and (value >= 0 if zero_allowed else
+                                    value > 0)):
+    raise ValueError('%s must be a finite number of seconds %s 0, got %s; '
+                     'give %s' % (name, '>=' if zero_allowed else '>', value,
+                                  fix))
 
 
 def read_script_args(command):

@@ -21,7 +21,6 @@ too:
 Lines and decisions only; clusters/local_cluster.py acts on them.
 """
 
-import math
 import threading
 import time
 
@@ -66,12 +65,11 @@ class TaskWatch:
   """
 
   def __init__(self, finish_timeout=None, clock=time, state_of=process_state):
-    if finish_timeout is not None and not (
-        math.isfinite(finish_timeout) and finish_timeout > 0):
-      raise ValueError(
-          'finish_timeout must be a finite number of seconds > 0, got %s; '
-          'give the time the other workers have to finish once the chief '
-          'has, or none to derive it from their step times' % finish_timeout)
+    if finish_timeout is not None:
+      restarts.check_seconds(
+          'finish_timeout', finish_timeout, False, 'the time the other '
+          'workers have to finish once the chief has, or none to derive it '
+          'from their step times')
     self._finish_timeout = finish_timeout
     self._clock = clock
     self._state_of = state_of

@@ -124,6 +124,12 @@ class PositionedBatches:
   def next_batch(self):
     return self._iterator.get_next()
 
+  def _saved(self):
+    """The model, the input position and its layout: what every checkpoint
+    holds."""
+    return tf.global_variables() + tf.get_collection(
+        tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable]
+
   def saver(self, saved_instead=None, **kwargs):
     """A tf.train.Saver of the model, the input position, its layout and
     the files it is in.
@@ -133,9 +139,7 @@ class PositionedBatches:
         place of the variables named so (training/last_step.StepSnapshot).
       **kwargs: tf.train.Saver's.
     """
-    saved = tf.global_variables() + tf.get_collection(
-        tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable,
-                                          self.files_variable]
+    saved = self._saved() + [self.files_variable]
     if saved_instead:
       saved = saveable_object_util.op_list_to_dict(saved)
       saved.update(saved_instead)
@@ -160,10 +164,7 @@ class PositionedBatches:
     if saved_files is None and saved_layout == self.layout:
       # Saved before checkpoints named their files: the position is
       # restored, the files variable keeps this run's value.
-      return tf.train.Saver(
-          tf.global_variables() + tf.get_collection(
-              tf.GraphKeys.SAVEABLE_OBJECTS) + [self.layout_variable],
-          max_to_keep=None)
+      return tf.train.Saver(self._saved(), max_to_keep=None)
     if saved_files not in (None, self.files):
       saved, this_run, then = (saved_files, self.files,
                                'the new files are read from their beginning')
