@@ -149,8 +149,9 @@ def train(config, master, stop, extra_hooks=()):
       with watchdog.watching('the start of the session (initialising or '
                              'restoring the model, the first checkpoint)',
                              counts_as_step=False):
-        session = session_scope.enter_context(
-            training_session(config, graph, master, extra_hooks))
+        session = session_scope.enter_context(training_session(
+            config, graph, master,
+            list(extra_hooks) + [watchdog.closing_hook()]))
       stop.training_started()
       steps = 0
       while not session.should_stop() and not stop.requested:
