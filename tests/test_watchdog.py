@@ -171,9 +171,9 @@ def test_a_session_close_past_its_bound_after_the_final_checkpoint_exits_0():
   assert (errors, probed) == ([], [])
   assert warnings == [
       'the session close has not returned 20 s after the last step and the '
-      'final checkpoint (TensorFlow may wait on a task that has ended); the '
-      'training is over and its checkpoints are written: exiting (status 0) '
-      'without waiting for it']
+      'final checkpoint (tf.data\'s autotuning thread can hold up the input '
+      'pipeline\'s deletion for up to 60 s); the training is over and its '
+      'checkpoints are written: exiting (status 0) without waiting for it']
 
 
 def test_the_closing_hook_ends_after_the_final_checkpoint():

@@ -30,11 +30,11 @@ warms up, left out), at least 60 s, and 10 minutes for the first step
 The end of training (the final checkpoint, the session's close) is watched
 as one more step, against the ps tasks only: the other workers may have
 finished. Once the final checkpoint is written (`closing_hook`, the last
-hook to end), the session's close has CLOSE_SECS: TensorFlow's close of
-a cluster session can wait on a task that has already ended (seen: 50 s
-on an all-reduce worker whose peer had exited), and nothing is left to
-lose by then, so past the bound a warning says so and the process ends
-with status 0, as it would have.
+hook to end), the session's close has CLOSE_SECS: deleting the input
+pipeline's iterator waits for tf.data's autotuning thread, which wakes
+only every 60 s once a run is a few minutes long (seen: 48 to 54 s), and
+nothing is left to lose by then, so past the bound a warning says so and
+the process ends with status 0, as it would have.
 
   with watchdog.StepWatchdog(peers.needed_at_each_step(task, sync)) as dog:
     while ...:
@@ -199,10 +199,10 @@ class StepWatchdog:
 
   def _give_up_close(self, elapsed):
     self._warn('the session close has not returned %d s after the last '
-               'step and the final checkpoint (TensorFlow may wait on a task '
-               'that has ended); the training is over and its checkpoints '
-               'are written: exiting (status 0) without waiting for it',
-               elapsed)
+               'step and the final checkpoint (tf.data\'s autotuning thread '
+               'can hold up the input pipeline\'s deletion for up to 60 s); '
+               'the training is over and its checkpoints are written: '
+               'exiting (status 0) without waiting for it', elapsed)
     preemption.flush_output()
     self._exit(0)
 
