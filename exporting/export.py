@@ -27,7 +27,7 @@ def _describe(tensor):
 def _representative_images(calibration):
   images, _ = split_images.read(calibration.inputs, calibration.model,
                                 limit=calibration.num_images)
-  if not len(images):  # pylint: disable=g-explicit-length-test
+  if images.shape[0] == 0:
     raise UsageError(
         '--dataset_split_name=%s of %s holds no image to calibrate the int8 '
         'model; give a split with images' % (

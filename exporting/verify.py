@@ -65,7 +65,7 @@ def compare(config, exported_model):
   limit = (config.max_num_batches * config.inputs.batch_size
            if config.max_num_batches else None)
   images, labels = split_images.read(config.inputs, config.model, limit)
-  if not len(labels):  # pylint: disable=g-explicit-length-test
+  if labels.size == 0:
     raise UsageError('split %s of %s is empty' % (
         config.inputs.dataset_split_name, config.inputs.dataset_name))
   exported = np.argmax(predictor.predict(images), 1)

@@ -1,8 +1,7 @@
 """export_inference_graph.py and eval_image_classifier.py --exported_model:
 a LeNet trained briefly on digits, exported as a frozen GraphDef, a
 SavedModel and TFLite files, each predicting what its checkpoint predicts
-on the digits test split; and bad input refused before anything is
-written."""
+on the digits test split. Bad input: tests/test_export_bad_input.py."""
 
 import json
 import os
@@ -10,28 +9,23 @@ import re
 import subprocess
 import sys
 
+from ai_edge_litert import interpreter as litert
 import numpy as np
 import pytest
 
-from datasets import image_check
 from exporting import artifacts
-from exporting import config as config_lib
-from exporting import export as export_lib
 from exporting import graph as graph_lib
-from exporting import outputs
+from exporting import model as model_lib
 from exporting import split_images
 from nets import nets_factory
 from tf2_compat.slim_compat import tf
 from training import inputs as inputs_lib
 from training import lookup
-from training.errors import UsageError
-from training.run_config import FlagSnapshot
+from tests.export_flags import export_flags
 from tests.script_runner import REPO
 from tests.script_runner import assert_one_usage_error
 from tests.script_runner import run_script
 from tests.script_runner import script_env
-
-pytestmark = pytest.mark.slow
 
 # Run by a fresh Python in eager mode: the classes the SavedModel's two
 # signatures give the digits test split (encoded PNGs, preprocessed floats).
@@ -53,23 +47,6 @@ print(json.dumps({
     'float_classes': from_floats['classes'].numpy().tolist(),
     'probabilities_shape': from_bytes['probabilities'].shape.as_list()}))
 '''
-
-
-def _flags(**values):
-  """The flags of export_inference_graph.py at their defaults, changed by
-  `values`."""
-  defaults = dict(
-      model_name='lenet', dataset_name='digits', dataset_dir=None,
-      dataset_split_name='train', labels_offset=0, preprocessing_name=None,
-      use_grayscale=False, is_training=False, image_size=None,
-      batch_size=None, output_file='', write_text_graphdef=False,
-      quantize=False, checkpoint_path=None, saved_model_dir=None,
-      saved_model_version=1, tflite_file=None, tflite_quantization='none',
-      representative_images=200, moving_average_decay=None,
-      num_preprocessing_threads=4, num_clones=1,
-      max_image_pixels=image_check.DEFAULT_MAX_IMAGE_PIXELS)
-  defaults.update(values)
-  return FlagSnapshot(defaults)
 
 
 @pytest.fixture(scope='module')
@@ -117,7 +94,7 @@ def exported(trained, digits_dir, tmp_path_factory):
 
 def _test_split(digits_dir):
   """(images, labels) of the digits test split, preprocessed for LeNet."""
-  f = _flags(dataset_dir=digits_dir, dataset_split_name='test')
+  f = export_flags(dataset_dir=digits_dir, dataset_split_name='test')
   model = lookup.model_and_data(f, is_training=False)
   inputs = inputs_lib.InputConfig(
       dataset_name='digits', dataset_split_name='test',
@@ -136,12 +113,29 @@ def _checkpoint_classes(train_dir, images):
       return np.argmax(session.run(logits, {placeholder: images}), 1)
 
 
+@pytest.mark.parametrize('model_name, use_grayscale, channels', [
+    ('lenet', False, 1),
+    ('mobilenet_v1_025', False, 3),
+    ('mobilenet_v1_025', True, 1),
+])
+def test_input_channels_are_what_the_preprocessing_makes_of_digits(
+    model_name, use_grayscale, channels):
+  model = model_lib.export_model(
+      export_flags(model_name=model_name, use_grayscale=use_grayscale),
+      is_training=False)
+  assert model.dataset_channels == 1
+  assert model.channels == channels
+  assert model.num_classes == 10
+
+
+@pytest.mark.slow
 def test_export_prints_upstream_input_and_the_predictions(exported):
   assert 'input: input:0 float32 [None, 28, 28, 1]' in exported['output']
   assert ('output: Predictions/Reshape_1:0 float32 [None, 10]'
           in exported['output'])
 
 
+@pytest.mark.slow
 def test_frozen_graph_has_the_input_placeholder_and_no_variables(exported):
   graph_def = graph_lib.read_graph_def(exported['frozen'])
   nodes = {node.name: node for node in graph_def.node}
@@ -164,6 +158,7 @@ def _classes(path, images):
   return np.argmax(artifacts.load(path).predict(images), 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('artifact', ['frozen', 'saved_model', 'tflite'])
 def test_float_artifact_predicts_what_the_checkpoint_predicts(
     exported, test_split, artifact):
@@ -172,6 +167,7 @@ def test_float_artifact_predicts_what_the_checkpoint_predicts(
   assert np.mean(expected == labels) > 0.8
 
 
+@pytest.mark.slow
 def test_float16_tflite_is_half_the_size_and_agrees(exported, test_split):
   images, _, expected = test_split
   assert np.mean(_classes(exported['float16'], images) == expected) >= 0.997
@@ -180,6 +176,7 @@ def test_float16_tflite_is_half_the_size_and_agrees(exported, test_split):
   assert 0.45 < ratio < 0.55
 
 
+@pytest.mark.slow
 def test_int8_tflite_is_a_quarter_the_size_within_a_point(exported,
                                                            test_split):
   images, labels, expected = test_split
@@ -189,8 +186,12 @@ def test_int8_tflite_is_a_quarter_the_size_within_a_point(exported,
   ratio = (os.path.getsize(exported['int8'])
            / os.path.getsize(exported['tflite']))
   assert 0.2 < ratio < 0.3
+  interpreter = litert.Interpreter(model_path=exported['int8'])
+  assert interpreter.get_input_details()[0]['dtype'] == np.int8
+  assert interpreter.get_output_details()[0]['dtype'] == np.int8
 
 
+@pytest.mark.slow
 def test_eval_prints_the_exported_accuracy_beside_the_checkpoints(
     exported, trained, digits_dir, test_split):
   _, labels, expected = test_split
@@ -208,12 +209,14 @@ def test_eval_prints_the_exported_accuracy_beside_the_checkpoints(
                    result.stdout)
 
 
+@pytest.mark.slow
 def test_saved_model_in_a_version_folder(exported):
   version = os.path.join(exported['saved_model'], '1')
   assert sorted(os.listdir(exported['saved_model'])) == ['1']
   assert sorted(os.listdir(version)) == ['saved_model.pb', 'variables']
 
 
+@pytest.mark.slow
 def test_saved_model_loads_in_eager_tf2_and_classifies_image_bytes(
     exported, test_split, digits_dir, tmp_path):
   images, _, expected = test_split
@@ -233,6 +236,7 @@ def test_saved_model_loads_in_eager_tf2_and_classifies_image_bytes(
   assert served['float_classes'] == expected
 
 
+@pytest.mark.slow
 def test_graph_without_checkpoint_is_text_unfrozen_and_refused_by_eval(
     trained, digits_dir, tmp_path):
   path = str(tmp_path / 'lenet.pbtxt')
@@ -251,117 +255,3 @@ def test_graph_without_checkpoint_is_text_unfrozen_and_refused_by_eval(
   assert_one_usage_error(result, r'error: --exported_model=.* is not frozen '
                          r'\(it holds variable LeNet/.*\); export it with '
                          r'--checkpoint_path')
-
-
-def test_bad_flags_exit_2_with_one_line(tmp_path):
-  result = run_script('export_inference_graph.py', '--model_name=lenet5',
-                      '--dataset_name=digits',
-                      '--output_file=%s' % (tmp_path / 'x.pb'))
-  assert_one_usage_error(result, r"error: --model_name: unknown network name "
-                         r"'lenet5'; known networks: .*")
-  assert os.listdir(str(tmp_path)) == []
-
-
-@pytest.mark.parametrize('values, pattern', [
-    (dict(image_size=3), r'--image_size=3 is too small for lenet: its layers '
-     r'need images of at least 4x4 pixels.*'),
-    (dict(quantize=True), r'--quantize needs a model trained with '
-     r'quantization-aware training.*'),
-    (dict(output_file=''), r'nothing to export: give --output_file, '
-     r'--saved_model_dir or --tflite_file'),
-    (dict(tflite_file='OUT/m.tflite'), r'--tflite_file needs '
-     r'--checkpoint_path: the weights it runs with'),
-    (dict(tflite_file='OUT/m.tflite', checkpoint_path='CKPT',
-          tflite_quantization='int8'),
-     r'--dataset_name=digits --dataset_split_name=train: dataset_dir None .*'),
-    (dict(representative_images=0), r'--representative_images must be >= 1, '
-     r'got 0'),
-])
-def test_bad_export_flags_are_refused(trained, tmp_path, values, pattern):
-  values = {name: value.replace('OUT', str(tmp_path)).replace('CKPT', trained)
-            if isinstance(value, str) else value
-            for name, value in values.items()}
-  values.setdefault('output_file', str(tmp_path / 'lenet.pb'))
-  with pytest.raises(UsageError) as raised:
-    config_lib.export_config(_flags(**values))
-  assert len(raised.value.lines) == 1, raised.value.lines
-  assert re.fullmatch(pattern, raised.value.lines[0]), raised.value.lines[0]
-
-
-def test_existing_or_unwritable_outputs_are_refused(tmp_path):
-  existing = tmp_path / 'lenet.pb'
-  existing.write_bytes(b'kept')
-  blocker = tmp_path / 'a_file'
-  blocker.write_text('')
-  (tmp_path / 'serving' / '1').mkdir(parents=True)
-  with pytest.raises(UsageError) as raised:
-    config_lib.export_config(_flags(
-        output_file=str(existing), checkpoint_path=None,
-        saved_model_dir=str(tmp_path / 'serving'),
-        tflite_file=str(blocker / 'm.tflite')))
-  assert raised.value.lines[:3] == (
-      '--output_file=%s exists; remove it or give another path' % existing,
-      '--saved_model_dir=%s exists; remove it or give another path'
-      % (tmp_path / 'serving' / '1'),
-      '--tflite_file=%s cannot be written: %s is not a directory' % (
-          blocker / 'm.tflite', blocker))
-  assert existing.read_bytes() == b'kept'
-
-
-def test_a_new_saved_model_version_beside_the_old_is_accepted(trained,
-                                                             tmp_path):
-  (tmp_path / 'serving' / '1').mkdir(parents=True)
-  config = config_lib.export_config(_flags(
-      saved_model_dir=str(tmp_path / 'serving'), saved_model_version=2,
-      checkpoint_path=trained, output_file=str(tmp_path / 'g.pb')))
-  assert config.saved_model_path == str(tmp_path / 'serving' / '2')
-
-
-@pytest.mark.parametrize('values, pattern', [
-    (dict(model_name='cifarnet', image_size=32),
-     r'--checkpoint_path=.*: checkpoint .* does not fit the model built from '
-     r'these flags: variable CifarNet/.* is not in it \(and \d+ more '
-     r'variable\(s\) differ\). It was trained with --model_name=lenet: '
-     r'export with that, or give another --checkpoint_path'),
-    (dict(labels_offset=1),
-     r'--checkpoint_path=.*: checkpoint .* does not fit the model built from '
-     r'these flags: variable LeNet/fc4/weights has shape \[1024, 9\] here '
-     r'but \[1024, 10\] in it \(and 1 more variable\(s\) differ\)\. It was trained with --labels_offset=0: export with that.*'),
-])
-def test_checkpoint_of_another_model_is_named(trained, tmp_path, values,
-                                               pattern):
-  out = tmp_path / 'out'
-  config = config_lib.export_config(_flags(
-      checkpoint_path=trained, output_file=str(out / 'g.pb'), **values))
-  with pytest.raises(UsageError) as raised:
-    export_lib.export(config)
-  assert re.fullmatch(pattern, raised.value.lines[0]), raised.value.lines[0]
-  assert not out.exists()
-
-
-def test_empty_representative_split_is_refused(trained, digits_dir,
-                                               tmp_path):
-  empty_dir = tmp_path / 'empty'
-  empty_dir.mkdir()
-  (empty_dir / 'digits_train.tfrecord').write_bytes(b'')
-  with pytest.raises(UsageError) as raised:
-    config_lib.export_config(_flags(
-        checkpoint_path=trained, dataset_dir=str(empty_dir),
-        tflite_file=str(tmp_path / 'm.tflite'), tflite_quantization='int8'))
-  assert re.fullmatch(r'--dataset_dir=.*: split train of digits is empty.*',
-                      raised.value.lines[0]), raised.value.lines
-  assert not (tmp_path / 'm.tflite').exists()
-
-
-def test_written_whole_leaves_nothing_when_writing_fails(tmp_path):
-  path = str(tmp_path / 'sub' / 'model.tflite')
-  with pytest.raises(RuntimeError):
-    with outputs.written_whole(path) as partial:
-      with open(partial, 'wb') as f:
-        f.write(b'half')
-      raise RuntimeError('conversion failed')
-  assert os.listdir(str(tmp_path / 'sub')) == []
-  with outputs.written_whole(path) as partial:
-    with open(partial, 'wb') as f:
-      f.write(b'whole')
-  assert os.listdir(str(tmp_path / 'sub')) == ['model.tflite']
