@@ -19,7 +19,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ('tf2_compat', 'deployment', 'clusters', 'nets', 'preprocessing',
-            'datasets', 'training')
+            'datasets', 'training', 'exporting')
 # Old paths kept as re-exports: module -> the one module it may import.
 RE_EXPORTS = {
     'deployment.cluster': 'clusters.cluster',
