@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from clusters import machine
 from tf2_compat.slim_compat import tf
 from training import model_size
 from training.errors import UsageError
@@ -48,3 +49,13 @@ def test_variables_on_ps_tasks_are_not_bound_by_this_machine(graph):
   variables = _variables([256, MIB // 4], [256, MIB // 4])
   model_size.check(variables, '--train_image_size=300', 'vgg_a', 224,
                    local_variables=False, available_bytes=400 * MIB)
+
+
+def test_the_memory_available_is_that_the_launcher_checks(graph,
+                                                          monkeypatch):
+  # One figure for both: clusters.machine's MemAvailable, in MiB.
+  monkeypatch.setattr(machine, 'mem_available_mib', lambda: 400)
+  variables = _variables([256, MIB // 4], [256, MIB // 4])
+  with pytest.raises(UsageError, match='more than the 0.4 GiB of memory '
+                     'available'):
+    model_size.check(variables, '--train_image_size=300', 'vgg_a', 224)
