@@ -124,8 +124,9 @@ def test_relative_link_points_to_an_existing_file(page_id, target):
                                                           anchor))
 
 
-_PROJECT_FOLDERS = ('tests', 'benchmarks', 'deployment', 'training', 'nets',
-                    'datasets', 'preprocessing', 'exporting', 'docs')
+_PROJECT_FOLDERS = ('tests', 'benchmarks', 'tf2_compat', 'deployment',
+                    'clusters', 'training', 'nets', 'datasets',
+                    'preprocessing', 'exporting', 'docs')
 
 
 def _named_files():
