@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from clusters import launch
+from clusters import local_cluster
+from clusters import machine
 from tf2_compat.slim_compat import tf
 from tests import test_all_reduce
 from tests.script_runner import REPO
@@ -146,14 +148,14 @@ def test_a_killed_worker_stops_the_other_within_the_timeout(digits_dir,
 def test_workers_given_different_clusters_stop_before_writing(digits_dir,
                                                              tmp_path):
   train_dir = str(tmp_path / 'train')
-  ports = launch.free_ports(3)
+  ports = machine.free_ports(3)
   hosts = ['127.0.0.1:%d' % p for p in ports]
   args = _train_args(digits_dir, train_dir, 20, '--collective_timeout_secs=30')
   processes = []
   for index, workers in ((0, hosts[:2]), (1, hosts)):
     processes.append(start_script(
         'train_image_classifier.py', *args,
-        env={'TF_CONFIG': launch.tf_config([], workers, 'worker', index)}))
+        env={'TF_CONFIG': local_cluster.tf_config([], workers, 'worker', index)}))
   try:
     outputs = [p.communicate(timeout=LAUNCH_TIMEOUT)[0] for p in processes]
   finally:

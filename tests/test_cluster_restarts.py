@@ -126,7 +126,7 @@ def test_all_reduce_restarted_after_a_sigkill_keeps_the_accuracy(
     launcher, digits_dir, tmp_path):
   interrupted = str(tmp_path / 'interrupted')
   uninterrupted = str(tmp_path / 'uninterrupted')
-  run = launcher('interrupted', 'deployment.launch',
+  run = launcher('interrupted', 'clusters.launch',
                  ['--num_ps', '0', '--num_workers', '2', '--max_restarts',
                   '1'], _all_reduce_args(digits_dir, interrupted))
   # The uninterrupted run goes on beside it.

@@ -6,9 +6,8 @@ rule: `...; imports tf2_compat, deployment.` or `...; imports no package
 of this project.` This test reads that rule and every import statement of
 the package's modules (by parsing them, not importing them).
 
-Re-export modules that keep an old import path working may import their
-new home (`deployment.cluster` imports `clusters.cluster`); no other
-module breaks its package's rule.
+The old import paths are no modules of the packages: they live in
+old_paths/ (tests/test_old_import_paths.py).
 """
 
 import ast
@@ -21,11 +20,6 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ('tf2_compat', 'deployment', 'clusters', 'nets', 'preprocessing',
             'datasets', 'training', 'exporting')
-# Old paths kept as re-exports: module -> the one module it may import.
-RE_EXPORTS = {
-    'deployment.cluster': 'clusters.cluster',
-    'deployment.launch': 'clusters.launch',
-}
 _RULE = re.compile(r'; imports (.+?)\.?$')
 
 
@@ -70,8 +64,7 @@ def test_modules_import_only_the_packages_their_package_allows(package):
   for module, path in modules_of(package):
     for imported in imported_modules(path):
       top = imported.split('.')[0]
-      if (top in PACKAGES and top not in allowed
-          and RE_EXPORTS.get(module) != imported):
+      if top in PACKAGES and top not in allowed:
         wrong.append('%s imports %s' % (module, imported))
   assert not wrong
 
