@@ -161,7 +161,7 @@ def hard_swish(x):
 
 
 def _hard_sigmoid(x):
-  # 0.16667 rather than 1/6: the factor the published checkpoints were
+  # 0.16667 rather than 1/6: upstream's factor, which its checkpoints were
   # trained with.
   return tf.nn.relu6(x + 3.0) * 0.16667
 

@@ -124,9 +124,9 @@ def small():
 @pytest.fixture(scope='module')
 def minimalistic_synced_in_float16():
   # Batch norm over 4 images of 1x1 features in the last layers gives the
-  # freshly initialised network gradients that overflow float16 at any
-  # loss scale from 2^7 up (so at the default 2^15, the first nine steps
-  # would be skipped).
+  # freshly initialised network gradients that overflow float16 at the
+  # default loss scale, 2^15, and at every halving down to 2^7 (seen
+  # while writing this test): the first nine steps would be skipped.
   return _train('mobilenet_v3_small_minimalistic', 3,
                 initial_loss_scale=2.0 ** 5, precision='mixed_float16',
                 sync_batch_norm=True)
