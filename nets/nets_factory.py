@@ -22,6 +22,7 @@ from nets import cifarnet
 from nets import lenet
 from nets import mobilenet_v1
 from nets import mobilenet_v2
+from nets import mobilenet_v3
 from nets import slim_nets
 
 networks_map = {
@@ -50,6 +51,14 @@ networks_map = {
     'mobilenet_v2': mobilenet_v2.mobilenet_v2,
     'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_140,
     'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_035,
+    'mobilenet_v3_small': mobilenet_v3.mobilenet_v3_small,
+    'mobilenet_v3_large': mobilenet_v3.mobilenet_v3_large,
+    'mobilenet_v3_small_minimalistic':
+        mobilenet_v3.mobilenet_v3_small_minimalistic,
+    'mobilenet_v3_large_minimalistic':
+        mobilenet_v3.mobilenet_v3_large_minimalistic,
+    'mobilenet_edgetpu': mobilenet_v3.mobilenet_edgetpu,
+    'mobilenet_edgetpu_075': mobilenet_v3.mobilenet_edgetpu_075,
 }
 
 arg_scopes_map = {
@@ -78,6 +87,12 @@ arg_scopes_map = {
     'mobilenet_v2': mobilenet_v2.mobilenet_v2_arg_scope,
     'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_arg_scope,
     'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_arg_scope,
+    'mobilenet_v3_small': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_v3_large': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_v3_small_minimalistic': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_v3_large_minimalistic': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_edgetpu': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_edgetpu_075': mobilenet_v3.mobilenet_v3_arg_scope,
 }
 
 

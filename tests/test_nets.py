@@ -33,7 +33,10 @@ UPSTREAM_SLIM_NAMES = (
     'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200', 'resnet_v2_50',
     'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200', 'mobilenet_v1',
     'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025',
-    'mobilenet_v2', 'mobilenet_v2_140', 'mobilenet_v2_035')
+    'mobilenet_v2', 'mobilenet_v2_140', 'mobilenet_v2_035',
+    'mobilenet_v3_small', 'mobilenet_v3_large',
+    'mobilenet_v3_small_minimalistic', 'mobilenet_v3_large_minimalistic',
+    'mobilenet_edgetpu', 'mobilenet_edgetpu_075')
 
 
 def _conv(kernel, depth_in, depth_out, per_channel=1):
@@ -196,6 +199,68 @@ def _mobilenet_v2_spec(keras_count, first_depth, last_input, expand_shape,
                    1, 1, last_depth, 1001]})
 
 
+def _mobilenet_v3_spec(keras_count, num_blocks, feature_depth, variables):
+  """tf_keras.applications.MobileNetV3Small or MobileNetV3Large (with
+  minimalistic=True for the minimalistic variants): the same layers, its
+  `top` being Slim's pooling, `Conv_2` (with biases, no batch norm) and
+  classifier; so its count with the top is ours, once reclassed."""
+  return Spec(1001, 224, feature_depth,
+              _reclassed(keras_count, feature_depth, 1001),
+              ['layer_1', 'layer_2/output', 'layer_%d' % (num_blocks + 1),
+               'layer_%d' % (num_blocks + 4), 'global_pool'],
+              dict(variables, **{
+                  'MobilenetV3/Conv_2/biases': [feature_depth],
+                  'MobilenetV3/Logits/Conv2d_1c_1x1/weights': [
+                      1, 1, feature_depth, 1001]}))
+
+
+def _round8(value):
+  """Upstream's channel rounding: the nearest multiple of 8, at least 8,
+  never more than 10% below `value`."""
+  rounded = max(8, int(value + 4) // 8 * 8)
+  return rounded + 8 if rounded < 0.9 * value else rounded
+
+
+# MobileNet EdgeTPU (upstream's conv defs V3_EDGETPU) by stage: fused, the
+# kernel, the expansion of the first block and of the others, the depth,
+# the number of blocks.
+_EDGETPU_STAGES = (
+    (True, 3, 1, 1, 16, 1), (True, 3, 8, 4, 32, 4), (True, 3, 8, 4, 48, 4),
+    (False, 3, 8, 4, 96, 4), (False, 3, 8, 4, 96, 4),
+    (False, 5, 8, 4, 160, 4), (False, 3, 8, 8, 192, 1))
+
+
+def _edgetpu_params(multiplier, num_classes):
+  """Batch norm (beta, gamma) after every convolution. A block expands only
+  where the expansion widens it (not the first: 1x); a fused block
+  expands with its kxk convolution and has no depthwise one. The 0.75
+  network keeps 1280 channels in `Conv_1` (finegrain mode)."""
+  depth = _round8(32 * multiplier)
+  total = _conv(3, 3, depth, 2)
+  for fused, kernel, first, rest, out, blocks in _EDGETPU_STAGES:
+    for block in range(blocks):
+      expanded = _round8(depth * (rest if block else first))
+      if expanded > depth:
+        total += _conv(kernel if fused else 1, depth, expanded, 2)
+      else:
+        expanded = depth
+      if not fused:
+        total += _conv(kernel, 1, expanded, 2)
+      out_depth = _round8(out * multiplier)
+      total += _conv(1, expanded, out_depth, 2)
+      depth = out_depth
+  return total + _conv(1, depth, 1280, 2) + _classifier(1280, num_classes)
+
+
+def _edgetpu_spec(multiplier, variables):
+  return Spec(1001, 224, 1280, _edgetpu_params(multiplier, 1001),
+              ['layer_1', 'layer_2/output', 'layer_3/expansion_output',
+               'layer_11/depthwise_output', 'layer_24', 'global_pool'],
+              dict(variables, **{
+                  'MobilenetEdgeTPU/Logits/Conv2d_1c_1x1/weights': [
+                      1, 1, 1280, 1001]}))
+
+
 SPECS = {
     # MNIST: 28x28x1, 10 classes. Two 5x5 convolutions (32, 64), 2x2 pools
     # to 7x7, fc 1024, fc 10.
@@ -280,6 +345,52 @@ SPECS = {
                                            1792),
     'mobilenet_v2_035': _mobilenet_v2_spec(1677128, 16, 112, [1, 1, 8, 48],
                                            1280),
+    # Squeeze-and-excite to a quarter of the expanded channels, rounded to
+    # a multiple of 8 no more than 10% below it (72 / 4 -> 24, 16 / 4 -> 8).
+    'mobilenet_v3_small': _mobilenet_v3_spec(2542856, 11, 1024, {
+        'MobilenetV3/Conv/weights': [3, 3, 3, 16],
+        'MobilenetV3/expanded_conv/depthwise/depthwise_weights': [
+            3, 3, 16, 1],
+        'MobilenetV3/expanded_conv/squeeze_excite/Conv/weights': [
+            1, 1, 16, 8],
+        'MobilenetV3/expanded_conv/squeeze_excite/Conv_1/biases': [16],
+        'MobilenetV3/expanded_conv_3/depthwise/depthwise_weights': [
+            5, 5, 96, 1],
+        'MobilenetV3/Conv_1/weights': [1, 1, 96, 576],
+        'MobilenetV3/Conv_2/weights': [1, 1, 576, 1024]}),
+    'mobilenet_v3_large': _mobilenet_v3_spec(5483032, 15, 1280, {
+        'MobilenetV3/Conv/weights': [3, 3, 3, 16],
+        'MobilenetV3/expanded_conv_1/expand/weights': [1, 1, 16, 64],
+        'MobilenetV3/expanded_conv_3/depthwise/depthwise_weights': [
+            5, 5, 72, 1],
+        'MobilenetV3/expanded_conv_3/squeeze_excite/Conv/weights': [
+            1, 1, 72, 24],
+        'MobilenetV3/expanded_conv_3/squeeze_excite/Conv/biases': [24],
+        'MobilenetV3/expanded_conv_3/squeeze_excite/Conv_1/weights': [
+            1, 1, 24, 72],
+        'MobilenetV3/Conv_1/weights': [1, 1, 160, 960],
+        'MobilenetV3/Conv_2/weights': [1, 1, 960, 1280]}),
+    'mobilenet_v3_small_minimalistic': _mobilenet_v3_spec(2044736, 11, 1024, {
+        'MobilenetV3/expanded_conv_3/depthwise/depthwise_weights': [
+            3, 3, 96, 1],
+        'MobilenetV3/Conv_1/weights': [1, 1, 96, 576]}),
+    'mobilenet_v3_large_minimalistic': _mobilenet_v3_spec(3924288, 15, 1280, {
+        'MobilenetV3/expanded_conv_3/depthwise/depthwise_weights': [
+            3, 3, 72, 1],
+        'MobilenetV3/Conv_1/weights': [1, 1, 160, 960]}),
+    'mobilenet_edgetpu': _edgetpu_spec(1.0, {
+        'MobilenetEdgeTPU/Conv/weights': [3, 3, 3, 32],
+        'MobilenetEdgeTPU/expanded_conv/project/weights': [1, 1, 32, 16],
+        'MobilenetEdgeTPU/expanded_conv_1/expand/weights': [3, 3, 16, 128],
+        'MobilenetEdgeTPU/expanded_conv_9/expand/weights': [1, 1, 48, 384],
+        'MobilenetEdgeTPU/expanded_conv_9/depthwise/depthwise_weights': [
+            3, 3, 384, 1],
+        'MobilenetEdgeTPU/Conv_1/weights': [1, 1, 192, 1280]}),
+    'mobilenet_edgetpu_075': _edgetpu_spec(0.75, {
+        'MobilenetEdgeTPU/Conv/weights': [3, 3, 3, 24],
+        'MobilenetEdgeTPU/expanded_conv/project/weights': [1, 1, 24, 16],
+        'MobilenetEdgeTPU/expanded_conv_1/project/weights': [1, 1, 128, 24],
+        'MobilenetEdgeTPU/Conv_1/weights': [1, 1, 144, 1280]}),
 }
 
 
@@ -406,7 +517,8 @@ def test_num_classes_0_builds_no_classifier_variables(features):
 # One network per way of building the features: each file of nets/ and each
 # wrapper family of nets/slim_nets.py.
 @pytest.mark.parametrize('name', ['lenet', 'cifarnet', 'mobilenet_v1',
-                                  'mobilenet_v2', 'alexnet_v2', 'inception_v1',
+                                  'mobilenet_v2', 'mobilenet_v3_small',
+                                  'alexnet_v2', 'inception_v1',
                                   'resnet_v1_50'])
 def test_num_classes_none_gives_features_like_0(graph, name):
   network_fn = nets_factory.get_network_fn(name, num_classes=None)

@@ -35,6 +35,12 @@ UPSTREAM_NAMES = {
     'vgg_19': vgg_preprocessing,
     'alexnet_v2': vgg_preprocessing,
     'overfeat': vgg_preprocessing,
+    'mobilenet_v3_small': inception_preprocessing,
+    'mobilenet_v3_large': inception_preprocessing,
+    'mobilenet_v3_small_minimalistic': inception_preprocessing,
+    'mobilenet_v3_large_minimalistic': inception_preprocessing,
+    'mobilenet_edgetpu': inception_preprocessing,
+    'mobilenet_edgetpu_075': inception_preprocessing,
 }
 
 
