@@ -38,6 +38,7 @@ class _Launch(test_cluster_e2e._Launch):
 
   def __init__(self, log_path, module, options, args):  # pylint: disable=super-init-not-called
     self.log_path = log_path
+    self.timeout = TIMEOUT
     command = [sys.executable, '-m', module, '--timeout', str(TIMEOUT),
                '--intra_op_threads', '1', '--inter_op_threads', '1',
                '--grace_secs', '5'] + list(options) + [
