@@ -28,7 +28,7 @@ from tests.test_cluster_e2e import _checkpoint_step
 # such modules', never beside them.
 pytestmark = pytest.mark.xdist_group('loopback')
 
-TIMEOUT = 300
+TIMEOUT = 600
 STEP = r'^\[worker\d\] INFO:tensorflow:step (\d+): loss'
 
 
