@@ -22,6 +22,7 @@ from nets import cifarnet
 from nets import lenet
 from nets import mobilenet_v1
 from nets import mobilenet_v2
+from nets import nasnet
 from nets import slim_nets
 
 networks_map = {
@@ -50,6 +51,9 @@ networks_map = {
     'mobilenet_v2': mobilenet_v2.mobilenet_v2,
     'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_140,
     'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_035,
+    'nasnet_cifar': nasnet.nasnet_cifar,
+    'nasnet_mobile': nasnet.nasnet_mobile,
+    'nasnet_large': nasnet.nasnet_large,
 }
 
 arg_scopes_map = {
@@ -78,6 +82,9 @@ arg_scopes_map = {
     'mobilenet_v2': mobilenet_v2.mobilenet_v2_arg_scope,
     'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_arg_scope,
     'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_arg_scope,
+    'nasnet_cifar': nasnet.nasnet_cifar_arg_scope,
+    'nasnet_mobile': nasnet.nasnet_mobile_arg_scope,
+    'nasnet_large': nasnet.nasnet_large_arg_scope,
 }
 
 

@@ -44,6 +44,12 @@ def _refusals(name, size):
 # held to the same minimum below.
 _DEEPER_RESNETS = {'resnet_v%d_%d' % (version, depth): 'resnet_v%d_50' % version
                    for version in (1, 2) for depth in (101, 152, 200)}
+# So does the large NASNet at the strides of the mobile one, with the
+# auxiliary head at the same place (its cells are only wider and more per
+# stack): 60-90 s of building, held to the mobile one's minimum.
+_LARGE_NASNETS = {'nasnet_large': 'nasnet_mobile'}
+# NASNet-A takes 20-90 s to build: marked slow.
+_SLOW = ('nasnet_cifar', 'nasnet_mobile')
 
 
 def test_deeper_resnets_have_the_minimum_of_their_50_layer_net():
@@ -52,8 +58,16 @@ def test_deeper_resnets_have_the_minimum_of_their_50_layer_net():
             nets_factory.get_network_fn(fifty, 10).min_image_size), deeper
 
 
-@pytest.mark.parametrize('name', sorted(set(nets_factory.networks_map) -
-                                        set(_DEEPER_RESNETS)))
+def test_large_nasnets_have_the_minimum_of_their_mobile_net():
+  for large, mobile in sorted(_LARGE_NASNETS.items()):
+    assert (nets_factory.get_network_fn(large, 10).min_image_size ==
+            nets_factory.get_network_fn(mobile, 10).min_image_size), large
+
+
+@pytest.mark.parametrize('name', [
+    pytest.param(name, marks=pytest.mark.slow) if name in _SLOW else name
+    for name in sorted(set(nets_factory.networks_map) - set(_DEEPER_RESNETS) -
+                       set(_LARGE_NASNETS))])
 def test_a_network_builds_at_its_min_image_size_and_not_one_less(name):
   # As training builds it: with a classifier (Inception v3's auxiliary
   # head too).

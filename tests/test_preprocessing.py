@@ -35,6 +35,9 @@ UPSTREAM_NAMES = {
     'vgg_19': vgg_preprocessing,
     'alexnet_v2': vgg_preprocessing,
     'overfeat': vgg_preprocessing,
+    'nasnet_large': inception_preprocessing,
+    # Upstream has no entry: its CIFAR-10 network takes CifarNet's.
+    'nasnet_cifar': cifarnet_preprocessing,
 }
 
 
