@@ -12,9 +12,9 @@ One machine, 2 CPU clones, the embedded digits dataset:
 `--batch_size` is per clone. The start-up log prints the global batch per
 step (batch_size x num_clones, x accumulation_steps, x
 replicas_to_aggregate with sync replicas), the steps per epoch and, when
-the learning rate decays, the decay steps that follow from it. NASNet
-schedules drop path over the run's --max_number_of_steps (the log says
-over how many steps).
+the learning rate decays, the decay steps that follow from it. NASNet and
+PNASNet schedule drop path over the run's --max_number_of_steps (the log
+says over how many steps).
 
 Training resumes from the latest checkpoint in --train_dir; while there is
 none, --checkpoint_path (minus --checkpoint_exclude_scopes) initialises the

@@ -5,8 +5,8 @@ et al., 2018 (https://arxiv.org/abs/1707.07012).
 
 Three stacks of normal cells with a reduction cell between stacks
 (nets/nasnet_cells.py has both cells' tables), then a ReLU, global average
-pooling and a fully connected classifier (nets/nasnet_common.py). Three
-published configurations:
+pooling and a fully connected classifier; nets/nasnet_common.py has the
+pieces NASNet shares with PNASNet. Three published configurations:
 
   nasnet_cifar   NASNet-A 6@768 on CIFAR-10 (32x32): a 3x3 convolution, 18
                  normal cells of 32, 64, 128 filters.

@@ -1,8 +1,10 @@
-"""The cells of NASNet-A, as tables, and how a cell is built.
+"""The cells of NASNet-A and PNASNet-5, as tables, and how a cell is built.
 
 "Learning Transferable Architectures for Scalable Image Recognition", Zoph
 et al., 2018 (https://arxiv.org/abs/1707.07012), Figure 4: the normal and
-reduction cells of NASNet-A.
+reduction cells of NASNet-A. "Progressive Neural Architecture Search", Liu
+et al., 2018 (https://arxiv.org/abs/1712.00559), Figure 1: the cell of
+PNASNet-5, used at stride 1 and 2 alike.
 
 A cell reads two hidden states: 0, the output of the cell before it (through
 a 1x1 convolution to the cell's width), and 1, the output of the cell two
@@ -64,6 +66,16 @@ NASNET_A_REDUCTION = CellStructure(
         Combination(SEPARABLE_3X3, 2, MAX_POOL_3X3, 0),
     ),
     left_out=(0, 1, 2))
+
+PNASNET_5 = CellStructure(
+    combinations=(
+        Combination(SEPARABLE_5X5, 1, MAX_POOL_3X3, 1),
+        Combination(SEPARABLE_7X7, 0, MAX_POOL_3X3, 0),
+        Combination(SEPARABLE_5X5, 0, SEPARABLE_3X3, 0),
+        Combination(SEPARABLE_3X3, 4, MAX_POOL_3X3, 0),
+        Combination(SEPARABLE_3X3, 1, IDENTITY, 0),
+    ),
+    left_out=(0, 1))
 
 
 @dataclasses.dataclass(frozen=True)

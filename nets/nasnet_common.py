@@ -1,7 +1,7 @@
-"""The parts of NASNet (nets/nasnet.py): hyper-parameters, layer defaults,
-stem, auxiliary head and classifier.
+"""What NASNet and PNASNet share: hyper-parameters, layer defaults, stem,
+auxiliary head and classifier.
 
-It stacks cells (nets/nasnet_cells.py) in three stacks of equal length with
+Both stack cells (nets/nasnet_cells.py) in three stacks of equal length with
 a stride-2 step between stacks, which doubles the filters; an ImageNet
 network starts with a 3x3 convolution and two stride-2 stem cells at a
 quarter and a half of the filters. In training, an auxiliary classifier
@@ -20,8 +20,8 @@ from tf2_compat.slim_compat import slim, tf
 
 @dataclasses.dataclass(frozen=True)
 class NasNetConfig:
-  """The hyper-parameters of a published NASNet (upstream's HParams, under
-  their names).
+  """The hyper-parameters of a published NASNet or PNASNet (upstream's
+  HParams, under their names).
 
   Attributes:
     num_cells: the cells of the three stacks (3 x N in the papers'
@@ -82,7 +82,7 @@ class NasNetConfig:
 
 
 def training_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon):
-  """Layer defaults of NASNet: convolutions without bias or
+  """Layer defaults of NASNet and PNASNet: convolutions without bias or
   activation (the cells place ReLU and batch norm themselves), He
   initialization over the fan-out, L2 decay of every weight, and batch norm
   with beta and gamma.
@@ -161,7 +161,7 @@ def published_network(build, config, name, default_image_size,
   """The network function of a published configuration.
 
   Args:
-    build: `nasnet.nasnet`.
+    build: `nasnet.nasnet` or `pnasnet.pnasnet`.
     config: the NasNetConfig.
     name: the network's name, e.g. 'nasnet_large'.
     default_image_size: the side it was trained at.

@@ -23,6 +23,7 @@ from nets import lenet
 from nets import mobilenet_v1
 from nets import mobilenet_v2
 from nets import nasnet
+from nets import pnasnet
 from nets import slim_nets
 
 networks_map = {
@@ -54,6 +55,8 @@ networks_map = {
     'nasnet_cifar': nasnet.nasnet_cifar,
     'nasnet_mobile': nasnet.nasnet_mobile,
     'nasnet_large': nasnet.nasnet_large,
+    'pnasnet_mobile': pnasnet.pnasnet_mobile,
+    'pnasnet_large': pnasnet.pnasnet_large,
 }
 
 arg_scopes_map = {
@@ -85,6 +88,8 @@ arg_scopes_map = {
     'nasnet_cifar': nasnet.nasnet_cifar_arg_scope,
     'nasnet_mobile': nasnet.nasnet_mobile_arg_scope,
     'nasnet_large': nasnet.nasnet_large_arg_scope,
+    'pnasnet_mobile': pnasnet.pnasnet_mobile_arg_scope,
+    'pnasnet_large': pnasnet.pnasnet_large_arg_scope,
 }
 
 

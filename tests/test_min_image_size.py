@@ -44,12 +44,13 @@ def _refusals(name, size):
 # held to the same minimum below.
 _DEEPER_RESNETS = {'resnet_v%d_%d' % (version, depth): 'resnet_v%d_50' % version
                    for version in (1, 2) for depth in (101, 152, 200)}
-# So does the large NASNet at the strides of the mobile one, with the
-# auxiliary head at the same place (its cells are only wider and more per
-# stack): 60-90 s of building, held to the mobile one's minimum.
-_LARGE_NASNETS = {'nasnet_large': 'nasnet_mobile'}
-# NASNet-A takes 20-90 s to build: marked slow.
-_SLOW = ('nasnet_cifar', 'nasnet_mobile')
+# So do the large NASNet and PNASNet at the strides of the mobile ones, with
+# the auxiliary head at the same place (their cells are only wider and more
+# per stack): 60-90 s of building each, held to the mobile ones' minimum.
+_LARGE_NASNETS = {'nasnet_large': 'nasnet_mobile',
+                  'pnasnet_large': 'pnasnet_mobile'}
+# NASNet-A and PNASNet-5 take 20-90 s to build: marked slow.
+_SLOW = ('nasnet_cifar', 'nasnet_mobile', 'pnasnet_mobile')
 
 
 def test_deeper_resnets_have_the_minimum_of_their_50_layer_net():

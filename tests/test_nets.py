@@ -7,7 +7,7 @@ for an unknown batch size (but for the deeper ResNets and the NASNets
 built as another, see FEATURE_NAMES).
 Only graphs are built here: the large networks are never run.
 tests/test_nets_project.py runs the networks this project writes,
-tests/test_nets_nasnet.py trains NASNet.
+tests/test_nets_nasnet.py trains NASNet and PNASNet.
 
 The expected trainable-parameter counts are derived independently of the
 code under test, each with its source next to it:
@@ -17,7 +17,7 @@ code under test, each with its source next to it:
     torchvision (`sum(p.numel() for p in model.parameters())`, 1000 classes)
     and tf_keras.applications (trainable weights with weights=None, 1000
     classes), converted to 1001 classes where the Slim checkpoint has 1001;
-  * where neither exists (NASNet CIFAR), the count of upstream's
+  * where neither exists (NASNet CIFAR, PNASNet), the count of upstream's
     own definition, built with tf-slim, which must also round to the
     millions its paper publishes.
 A Slim convolution followed by batch norm has no bias; batch norm adds beta
@@ -39,10 +39,12 @@ UPSTREAM_SLIM_NAMES = (
     'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200', 'mobilenet_v1',
     'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025',
     'mobilenet_v2', 'mobilenet_v2_140', 'mobilenet_v2_035',
-    # NASNet.
-    'nasnet_cifar', 'nasnet_mobile', 'nasnet_large')
+    # NASNet and PNASNet.
+    'nasnet_cifar', 'nasnet_mobile', 'nasnet_large', 'pnasnet_mobile',
+    'pnasnet_large')
 # 20-90 s each to build (1,100-1,600 variables): marked slow.
-SLOW_TO_BUILD = ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large')
+SLOW_TO_BUILD = ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large',
+                 'pnasnet_mobile', 'pnasnet_large')
 
 
 def _marking_slow(names):
@@ -302,15 +304,16 @@ SPECS = {
                                            1792),
     'mobilenet_v2_035': _mobilenet_v2_spec(1677128, 16, 112, [1, 1, 8, 48],
                                            1280),
-    # NASNet, built here in evaluation, without the auxiliary head that
-    # only training builds. The output of the last cell concatenates 6
-    # hidden states of 4 x num_conv_filters channels. Counts: NASNet mobile
-    # and large from tf_keras.applications.NASNetMobile / NASNetLarge
-    # (5,289,978 and 88,753,150 trainable at 1000 classes, which have no
-    # auxiliary head either, and no biases but the classifier's, as Slim's
-    # arg scope); NASNet CIFAR measured from upstream's definition
+    # NASNet and PNASNet, built here in evaluation, without the auxiliary
+    # head that only training builds. The output of the last cell
+    # concatenates 6 (NASNet-A normal cell) or 5 (PNASNet-5) hidden states
+    # of 4 x num_conv_filters channels. Counts: NASNet mobile and large from
+    # tf_keras.applications.NASNetMobile / NASNetLarge (5,289,978 and
+    # 88,753,150 trainable at 1000 classes, which have no auxiliary head
+    # either, and no biases but the classifier's, as Slim's arg scope);
+    # NASNet CIFAR and PNASNet measured from upstream's definition
     # (tensorflow/models research/slim/nets/nasnet, built with tf-slim);
-    # all round to the paper's millions (PUBLISHED_MILLIONS).
+    # all round to the papers' millions (PUBLISHED_MILLIONS).
     'nasnet_cifar': _nasnet_spec(
         10, 32, 6 * 128, 3346538, 18, 2,
         {'l1_stem_3x3/weights': [3, 3, 3, 96],
@@ -336,16 +339,34 @@ SPECS = {
          'reduction_cell_1/comb_iter_0/left/separable_5x5_1/'
          'pointwise_weights': [1, 1, 672, 672],
          'final_layer/FC/biases': [1001]}),
+    'pnasnet_mobile': _nasnet_spec(
+        1001, 224, 5 * 216, 5065568, 9, 0,
+        {'conv0/weights': [3, 3, 3, 32],
+         'cell_stem_0/comb_iter_0/right/1x1/weights': [1, 1, 32, 13],
+         'cell_stem_1/path2_conv/weights': [1, 1, 32, 14],
+         'cell_0/comb_iter_1/left/separable_7x7_1/depthwise_weights': [
+             7, 7, 54, 1],
+         'cell_4/path1_conv/weights': [1, 1, 270, 54],
+         'final_layer/FC/weights': [1080, 1001]}),
+    'pnasnet_large': _nasnet_spec(
+        1001, 331, 5 * 864, 86061989, 12, 0,
+        {'conv0/weights': [3, 3, 3, 96],
+         'cell_stem_1/path1_conv/weights': [1, 1, 96, 54],
+         'cell_0/1x1/weights': [1, 1, 540, 216],
+         'cell_4/prev_1x1/weights': [1, 1, 1080, 432],
+         'final_layer/FC/weights': [4320, 1001]}),
 }
 
-# Millions of parameters in the paper's tables: NASNet-A 6 @ 768 (CIFAR-10),
-# 4 @ 1056 and 6 @ 4032 (Zoph et al. 2018; also upstream's README), at 1000
-# classes. The ImageNet figures count the batch-norm moving averages too,
-# as tf_keras.applications' NASNetMobile and NASNetLarge count them (36,738
+# Millions of parameters in the papers' tables: NASNet-A 6 @ 768 (CIFAR-10),
+# 4 @ 1056 and 6 @ 4032 (Zoph et al. 2018; also upstream's README), and the
+# mobile and large PNASNet-5 (Liu et al. 2018), at 1000 classes. NASNet's
+# ImageNet figures count the batch-norm moving averages too, as
+# tf_keras.applications' NASNetMobile and NASNetLarge count them (36,738
 # and 196,668 non-trainable weights; 88.9 is their 88,949,818, while the
 # trainable weights round to 88.8).
 PUBLISHED_MILLIONS = {'nasnet_cifar': 3.3, 'nasnet_mobile': 5.3,
-                      'nasnet_large': 88.9}
+                      'nasnet_large': 88.9, 'pnasnet_mobile': 5.1,
+                      'pnasnet_large': 86.1}
 _MOVING_AVERAGES_COUNTED = {'nasnet_mobile': 36738, 'nasnet_large': 196668}
 
 
@@ -438,11 +459,12 @@ def test_variables_have_the_published_checkpoint_names_and_shapes(classifier):
 # same wrapper passes num_classes=None to tf-slim's builder, which only has
 # more units per block); building them once more would add a third to the
 # time of this module. So do NASNet's CIFAR and large networks as
-# nasnet_mobile (the same function, another configuration).
+# nasnet_mobile, and pnasnet_large as pnasnet_mobile (the same function,
+# another configuration).
 FEATURE_NAMES = tuple(
     name for name in UPSTREAM_SLIM_NAMES
     if (not name.startswith('resnet') or name.endswith('_50')) and
-    name not in ('nasnet_cifar', 'nasnet_large'))
+    name not in ('nasnet_cifar', 'nasnet_large', 'pnasnet_large'))
 
 
 @pytest.fixture(scope='module', params=_marking_slow(FEATURE_NAMES))

@@ -1,13 +1,14 @@
-"""NASNet: drop path and its schedule, the cells, and training on two CPU
-clones.
+"""NASNet and PNASNet: drop path and its schedule, the cells, and training
+on two CPU clones, plainly and with deploy()'s options.
 
 tests/test_nets.py checks the published networks' variables and counts as
 the factory builds them for evaluation, tests/test_min_image_size.py builds
 them for training at their smallest sides. The published networks take
 minutes to build and train (nasnet_cifar on two clones: 15 minutes on two
-busy cores), so a small network of the same code (3 cells of 8 filters)
-shows what the configurations change and trains: a NASNet-A with the
-CIFAR configuration on two clones.
+busy cores), so small networks of the same code show what the
+configurations change and train: a NASNet-A of 3 cells with the CIFAR
+configuration on two clones, and a PNASNet-5 of one cell with drop path
+under sync batch norm, mixed float16 and gradient accumulation.
 """
 
 import dataclasses
@@ -20,6 +21,7 @@ from deployment import precision
 from nets import nasnet
 from nets import nasnet_cells
 from nets import nets_factory
+from nets import pnasnet
 from tf2_compat.slim_compat import slim, tf
 import train_image_classifier
 
@@ -99,8 +101,11 @@ def _cell_variables(structure, filters, stride, previous_side=16):
 
 
 @pytest.mark.parametrize('structure, stride, output_shape', [
-    # Hidden states 3 to 6 of the reduction cell (the normal cell: below).
+    # Hidden states 3 to 6 of the reduction cell; the five combinations of
+    # PNASNet-5 (the normal cell: below).
     (nasnet_cells.NASNET_A_REDUCTION, 2, [2, 4, 4, 40]),
+    (nasnet_cells.PNASNET_5, 1, [2, 8, 8, 50]),
+    (nasnet_cells.PNASNET_5, 2, [2, 4, 4, 50]),
 ])
 def test_a_cell_concatenates_the_hidden_states_it_does_not_leave_out(
     graph, structure, stride, output_shape):
@@ -131,22 +136,34 @@ def test_normal_cell_has_the_parameters_and_output_of_its_table(graph):
   assert not [name for name in variables if 'comb_iter_3' in name]
 
 
+def test_factorized_reduction_gives_an_odd_filter_to_the_odd_pixels(graph):
+  # PNASNet mobile's second stem cell has 54 / 2 = 27 filters.
+  _, variables = _cell_variables(nasnet_cells.PNASNET_5, 27, 2)
+  assert variables['cell/path1_conv/weights'] == [1, 1, 12, 13]
+  assert variables['cell/path2_conv/weights'] == [1, 1, 12, 14]
+
+
 def test_the_networks_that_drop_paths_say_their_default_schedule():
   steps = {name: getattr(nets_factory.get_network_fn(name, 10),
                          'total_training_steps', None)
-           for name in ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large')}
-  # The mobile network trained without drop path.
+           for name in ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large',
+                        'pnasnet_mobile', 'pnasnet_large')}
+  # The mobile networks trained without drop path.
   assert steps == {'nasnet_cifar': 937500, 'nasnet_mobile': None,
-                   'nasnet_large': 250000}
+                   'nasnet_large': 250000, 'pnasnet_mobile': None,
+                   'pnasnet_large': 250000}
 
 
 def test_the_auxiliary_head_reads_the_cell_before_the_second_reduction():
-  # Reductions before cells 6 and 12 of 18, 4 and 8 of 12.
+  # Reductions before cells 6 and 12 of 18, 4 and 8 of 12, 3 and 6 of 9.
   heads = {name: config.aux_head_index() for name, config in (
       ('nasnet_cifar', nasnet.CIFAR_CONFIG),
       ('nasnet_mobile', nasnet.MOBILE_CONFIG),
-      ('nasnet_large', nasnet.LARGE_CONFIG))}
-  assert heads == {'nasnet_cifar': 11, 'nasnet_mobile': 7, 'nasnet_large': 11}
+      ('nasnet_large', nasnet.LARGE_CONFIG),
+      ('pnasnet_mobile', pnasnet.MOBILE_CONFIG),
+      ('pnasnet_large', pnasnet.LARGE_CONFIG))}
+  assert heads == {'nasnet_cifar': 11, 'nasnet_mobile': 7, 'nasnet_large': 11,
+                   'pnasnet_mobile': 5, 'pnasnet_large': 7}
 
 
 def test_drop_path_creates_a_missing_global_step_in_its_scope(graph):
@@ -325,3 +342,59 @@ def test_skip_reduction_layer_input_says_what_follows_a_reduction_reads(
   with_skip = _model_variable_shapes(small_nasnet_in_evaluation[0])
   assert without_skip['cell_1/path1_conv/weights'] == [1, 1, 48, 8]
   assert with_skip['cell_1/path1_conv/weights'] == [1, 1, 24, 8]
+
+
+@pytest.mark.parametrize('change', [{'imagenet_stem': False},
+                                    {'skip_reduction_layer_input': False}])
+def test_pnasnet_refuses_the_configurations_it_was_not_published_with(
+    graph, change):
+  config = dataclasses.replace(pnasnet.MOBILE_CONFIG, **change)
+  with pytest.raises(ValueError, match=(
+      'PNASNet is built with the ImageNet stem and '
+      'skip_reduction_layer_input, as both published PNASNets; got '
+      'imagenet_stem=%s, skip_reduction_layer_input=%s'
+      % (config.imagenet_stem, config.skip_reduction_layer_input))):
+    pnasnet.pnasnet(tf.zeros([1, 224, 224, 3]), config, 10)
+  assert not tf.global_variables()
+
+
+@pytest.mark.slow
+def test_pnasnet_trains_with_sync_batch_norm_float16_and_accumulation():
+  # PNASNet-5: the stem and one cell (at stride 2), of 16 filters, with drop
+  # path and no auxiliary head. Each option adds to the graph (57,000 ops
+  # with 3 cells, against 21,000 without options).
+  config = dataclasses.replace(pnasnet.MOBILE_CONFIG, num_cells=1,
+                               num_conv_filters=16, drop_path_keep_prob=0.6,
+                               use_aux_head=False)
+
+  def network_fn(images):
+    with slim.arg_scope(pnasnet.pnasnet_mobile_arg_scope()):
+      return pnasnet.pnasnet(images, config, 10, is_training=True)
+
+  with tf.Graph().as_default() as graph:
+    deployment, model = _deploy(network_fn, 32, sync_batch_norm=True,
+                                precision='mixed_float16',
+                                accumulation_steps=2)
+    variables = {v.op.name: v.dtype.base_dtype for v in tf.global_variables()}
+    accumulators = [v.op.name for v in tf.local_variables()
+                    if v.op.name.endswith('_accumulator')]
+    trainable = tf.trainable_variables()
+    with tf.Session(config=model_deploy.session_config(deployment)) as sess:
+      sess.run(tf.global_variables_initializer())
+      sess.run(tf.local_variables_initializer())
+      losses = [sess.run(model.train_op) for _ in range(4)]
+  assert np.all(np.isfinite(losses))
+  assert set(variables[v.op.name] for v in trainable) == {tf.float32}
+  assert {'loss_scale/scale', 'loss_scale/finite_steps'} <= set(variables)
+  assert len(accumulators) == len(trainable)
+  conv = graph.get_operation_by_name('clone_1/cell_0/1x1/Conv2D')
+  assert conv.get_attr('T') == tf.float16
+  # Each clone all-reduces the moments of each batch norm, and their
+  # gradients.
+  collectives = {op.name for op in graph.get_operations()
+                 if op.type == 'CollectiveReduceV2'}
+  batch_norms = [name[:-len('/moving_mean')] for name in variables
+                 if name.endswith('/moving_mean')]
+  assert {'clone_%d/%s/sync_moments/CollectiveReduceV2' % (clone, name)
+          for clone in range(NUM_CLONES) for name in batch_norms} <= collectives
+  assert len(collectives) == 2 * NUM_CLONES * len(batch_norms)

@@ -36,6 +36,8 @@ UPSTREAM_NAMES = {
     'alexnet_v2': vgg_preprocessing,
     'overfeat': vgg_preprocessing,
     'nasnet_large': inception_preprocessing,
+    'pnasnet_mobile': inception_preprocessing,
+    'pnasnet_large': inception_preprocessing,
     # Upstream has no entry: its CIFAR-10 network takes CifarNet's.
     'nasnet_cifar': cifarnet_preprocessing,
 }

@@ -135,7 +135,7 @@ def learning_rate(plan, global_step, decay_type, initial, end=0.0001,
 def drop_path_span(network_fn, max_number_of_steps):
   """Makes a network's drop-path schedule span the run.
 
-  NASNet (the networks with `total_training_steps` among their
+  NASNet and PNASNet (those with `total_training_steps` among their
   network_fn's attributes) lower the keep probability of drop path linearly
   with the global step until step `total_training_steps`, upstream's
   planned length of their published training (250,000 or 937,500 steps)
