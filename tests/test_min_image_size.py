@@ -16,6 +16,9 @@ from training.errors import UsageError
 from training.flags import FLAGS
 
 
+# Tensor equality off (tests/conftest.py): NASNet's builds take half the time.
+pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
+
 _TRAIN_IMAGE_SIZE_RULE, = [condition for name, condition, _ in
                            flag_checks.TRAIN_RANGES
                            if name == 'train_image_size']

@@ -32,6 +32,8 @@ import pytest
 from tf2_compat.slim_compat import tf
 from nets import nets_factory
 
+pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
+
 UPSTREAM_SLIM_NAMES = (
     'lenet', 'cifarnet', 'alexnet_v2', 'overfeat', 'vgg_a', 'vgg_16',
     'vgg_19', 'inception_v1', 'inception_v2', 'inception_v3', 'resnet_v1_50',
@@ -368,22 +370,6 @@ PUBLISHED_MILLIONS = {'nasnet_cifar': 3.3, 'nasnet_mobile': 5.3,
                       'nasnet_large': 88.9, 'pnasnet_mobile': 5.1,
                       'pnasnet_large': 86.1}
 _MOVING_AVERAGES_COUNTED = {'nasnet_mobile': 36738, 'nasnet_large': 196668}
-
-
-@pytest.fixture(scope='module', autouse=True)
-def identity_equality_for_tensors():
-  """Builds the deep networks several times faster.
-
-  With TF 2's tensor equality on, tf-keras' legacy layers check each new
-  weight against every trainable variable of the graph through an
-  expensive `Variable.__eq__`, so building a network is quadratic in its
-  variables (resnet_v2_200: ~20 s). Inside a graph, equality and hashing of
-  tensors are by identity either way; only the cost changes. TF 2's default
-  is restored afterwards.
-  """
-  tf.disable_tensor_equality()
-  yield
-  tf.enable_tensor_equality()
 
 
 def _channels(name):

@@ -25,16 +25,10 @@ from nets import pnasnet
 from tf2_compat.slim_compat import slim, tf
 import train_image_classifier
 
+pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
+
 SCHEDULE = nasnet_cells.DropPath(final_keep_prob=0.6, total_cells=20,
                                  total_steps=1000)
-
-
-@pytest.fixture(scope='module', autouse=True)
-def identity_equality_for_tensors():
-  """Builds the networks several times faster (see tests/test_nets.py)."""
-  tf.disable_tensor_equality()
-  yield
-  tf.enable_tensor_equality()
 
 
 def _run(fetches, global_step=None, step=0):
