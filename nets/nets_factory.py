@@ -23,6 +23,8 @@ from nets import lenet
 from nets import mobilenet_v1
 from nets import mobilenet_v2
 from nets import mobilenet_v3
+from nets import nasnet
+from nets import pnasnet
 from nets import slim_nets
 
 networks_map = {
@@ -59,6 +61,11 @@ networks_map = {
         mobilenet_v3.mobilenet_v3_large_minimalistic,
     'mobilenet_edgetpu': mobilenet_v3.mobilenet_edgetpu,
     'mobilenet_edgetpu_075': mobilenet_v3.mobilenet_edgetpu_075,
+    'nasnet_cifar': nasnet.nasnet_cifar,
+    'nasnet_mobile': nasnet.nasnet_mobile,
+    'nasnet_large': nasnet.nasnet_large,
+    'pnasnet_mobile': pnasnet.pnasnet_mobile,
+    'pnasnet_large': pnasnet.pnasnet_large,
 }
 
 arg_scopes_map = {
@@ -93,6 +100,11 @@ arg_scopes_map = {
     'mobilenet_v3_large_minimalistic': mobilenet_v3.mobilenet_v3_arg_scope,
     'mobilenet_edgetpu': mobilenet_v3.mobilenet_v3_arg_scope,
     'mobilenet_edgetpu_075': mobilenet_v3.mobilenet_v3_arg_scope,
+    'nasnet_cifar': nasnet.nasnet_cifar_arg_scope,
+    'nasnet_mobile': nasnet.nasnet_mobile_arg_scope,
+    'nasnet_large': nasnet.nasnet_large_arg_scope,
+    'pnasnet_mobile': pnasnet.pnasnet_mobile_arg_scope,
+    'pnasnet_large': pnasnet.pnasnet_large_arg_scope,
 }
 
 

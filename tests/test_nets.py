@@ -3,9 +3,11 @@
 Each network is built once per module at its default image size with the
 number of classes of its published Slim checkpoint (1000 or 1001; 10 for the
 MNIST and CIFAR-10 networks), and once without classifier (num_classes=0)
-for an unknown batch size (but for the deeper ResNets, see FEATURE_NAMES).
+for an unknown batch size (but for the deeper ResNets and the NASNets
+built as another, see FEATURE_NAMES).
 Only graphs are built here: the large networks are never run.
-tests/test_nets_project.py runs the networks this project writes.
+tests/test_nets_project.py runs the networks this project writes,
+tests/test_nets_nasnet.py trains NASNet and PNASNet.
 
 The expected trainable-parameter counts are derived independently of the
 code under test, each with its source next to it:
@@ -14,7 +16,10 @@ code under test, each with its source next to it:
   * published counts of other implementations of the same architecture:
     torchvision (`sum(p.numel() for p in model.parameters())`, 1000 classes)
     and tf_keras.applications (trainable weights with weights=None, 1000
-    classes), converted to 1001 classes where the Slim checkpoint has 1001.
+    classes), converted to 1001 classes where the Slim checkpoint has 1001;
+  * where neither exists (NASNet CIFAR, PNASNet), the count of upstream's
+    own definition, built with tf-slim, which must also round to the
+    millions its paper publishes.
 A Slim convolution followed by batch norm has no bias; batch norm adds beta
 (Inception, whose arg scopes leave `scale` off) or beta and gamma (ResNet,
 MobileNet). Moving means and variances are not trainable.
@@ -27,6 +32,8 @@ import pytest
 from tf2_compat.slim_compat import tf
 from nets import nets_factory
 
+pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
+
 UPSTREAM_SLIM_NAMES = (
     'lenet', 'cifarnet', 'alexnet_v2', 'overfeat', 'vgg_a', 'vgg_16',
     'vgg_19', 'inception_v1', 'inception_v2', 'inception_v3', 'resnet_v1_50',
@@ -36,7 +43,18 @@ UPSTREAM_SLIM_NAMES = (
     'mobilenet_v2', 'mobilenet_v2_140', 'mobilenet_v2_035',
     'mobilenet_v3_small', 'mobilenet_v3_large',
     'mobilenet_v3_small_minimalistic', 'mobilenet_v3_large_minimalistic',
-    'mobilenet_edgetpu', 'mobilenet_edgetpu_075')
+    'mobilenet_edgetpu', 'mobilenet_edgetpu_075',
+    # NASNet and PNASNet.
+    'nasnet_cifar', 'nasnet_mobile', 'nasnet_large', 'pnasnet_mobile',
+    'pnasnet_large')
+# 20-90 s each to build (1,100-1,600 variables): marked slow.
+SLOW_TO_BUILD = ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large',
+                 'pnasnet_mobile', 'pnasnet_large')
+
+
+def _marking_slow(names):
+  return [pytest.param(name, marks=pytest.mark.slow)
+          if name in SLOW_TO_BUILD else name for name in names]
 
 
 def _conv(kernel, depth_in, depth_out, per_channel=1):
@@ -259,6 +277,12 @@ def _edgetpu_spec(multiplier, variables):
               dict(variables, **{
                   'MobilenetEdgeTPU/Logits/Conv2d_1c_1x1/weights': [
                       1, 1, 1280, 1001]}))
+def _nasnet_spec(num_classes, image_size, feature_depth, trainable_params,
+                 num_cells, num_reductions, checkpoint_variables):
+  return Spec(num_classes, image_size, feature_depth, trainable_params,
+              ['Stem', 'Cell_0', 'Cell_%d' % (num_cells - 1), 'global_pool'] +
+              ['Reduction_Cell_%d' % i for i in range(num_reductions)],
+              checkpoint_variables)
 
 
 SPECS = {
@@ -391,23 +415,70 @@ SPECS = {
         'MobilenetEdgeTPU/expanded_conv/project/weights': [1, 1, 24, 16],
         'MobilenetEdgeTPU/expanded_conv_1/project/weights': [1, 1, 128, 24],
         'MobilenetEdgeTPU/Conv_1/weights': [1, 1, 144, 1280]}),
+    # NASNet and PNASNet, built here in evaluation, without the auxiliary
+    # head that only training builds. The output of the last cell
+    # concatenates 6 (NASNet-A normal cell) or 5 (PNASNet-5) hidden states
+    # of 4 x num_conv_filters channels. Counts: NASNet mobile and large from
+    # tf_keras.applications.NASNetMobile / NASNetLarge (5,289,978 and
+    # 88,753,150 trainable at 1000 classes, which have no auxiliary head
+    # either, and no biases but the classifier's, as Slim's arg scope);
+    # NASNet CIFAR and PNASNet measured from upstream's definition
+    # (tensorflow/models research/slim/nets/nasnet, built with tf-slim);
+    # all round to the papers' millions (PUBLISHED_MILLIONS).
+    'nasnet_cifar': _nasnet_spec(
+        10, 32, 6 * 128, 3346538, 18, 2,
+        {'l1_stem_3x3/weights': [3, 3, 3, 96],
+         'cell_0/1x1/weights': [1, 1, 96, 32],
+         'cell_6/path1_conv/weights': [1, 1, 192, 32],
+         'reduction_cell_1/comb_iter_0/left/separable_5x5_1/'
+         'pointwise_weights': [1, 1, 128, 128],
+         'final_layer/FC/weights': [768, 10]}),
+    'nasnet_mobile': _nasnet_spec(
+        1001, 224, 6 * 176, _reclassed(5289978, 1056, 1001), 12, 2,
+        {'conv0/weights': [3, 3, 3, 32],
+         'cell_stem_0/comb_iter_0/right/separable_7x7_1/'
+         'depthwise_weights': [7, 7, 32, 1],
+         'cell_stem_1/path2_conv/weights': [1, 1, 32, 11],
+         'cell_4/path1_conv/weights': [1, 1, 264, 44],
+         'final_layer/FC/weights': [1056, 1001]}),
+    'nasnet_large': _nasnet_spec(
+        1001, 331, 6 * 672, _reclassed(88753150, 4032, 1001), 18, 2,
+        {'conv0/weights': [3, 3, 3, 96],
+         'cell_stem_0/comb_iter_0/left/separable_5x5_1/'
+         'depthwise_weights': [5, 5, 42, 1],
+         'cell_6/path1_conv/weights': [1, 1, 1008, 168],
+         'reduction_cell_1/comb_iter_0/left/separable_5x5_1/'
+         'pointwise_weights': [1, 1, 672, 672],
+         'final_layer/FC/biases': [1001]}),
+    'pnasnet_mobile': _nasnet_spec(
+        1001, 224, 5 * 216, 5065568, 9, 0,
+        {'conv0/weights': [3, 3, 3, 32],
+         'cell_stem_0/comb_iter_0/right/1x1/weights': [1, 1, 32, 13],
+         'cell_stem_1/path2_conv/weights': [1, 1, 32, 14],
+         'cell_0/comb_iter_1/left/separable_7x7_1/depthwise_weights': [
+             7, 7, 54, 1],
+         'cell_4/path1_conv/weights': [1, 1, 270, 54],
+         'final_layer/FC/weights': [1080, 1001]}),
+    'pnasnet_large': _nasnet_spec(
+        1001, 331, 5 * 864, 86061989, 12, 0,
+        {'conv0/weights': [3, 3, 3, 96],
+         'cell_stem_1/path1_conv/weights': [1, 1, 96, 54],
+         'cell_0/1x1/weights': [1, 1, 540, 216],
+         'cell_4/prev_1x1/weights': [1, 1, 1080, 432],
+         'final_layer/FC/weights': [4320, 1001]}),
 }
 
-
-@pytest.fixture(scope='module', autouse=True)
-def identity_equality_for_tensors():
-  """Builds the deep networks several times faster.
-
-  With TF 2's tensor equality on, tf-keras' legacy layers check each new
-  weight against every trainable variable of the graph through an
-  expensive `Variable.__eq__`, so building a network is quadratic in its
-  variables (resnet_v2_200: ~20 s). Inside a graph, equality and hashing of
-  tensors are by identity either way; only the cost changes. TF 2's default
-  is restored afterwards.
-  """
-  tf.disable_tensor_equality()
-  yield
-  tf.enable_tensor_equality()
+# Millions of parameters in the papers' tables: NASNet-A 6 @ 768 (CIFAR-10),
+# 4 @ 1056 and 6 @ 4032 (Zoph et al. 2018; also upstream's README), and the
+# mobile and large PNASNet-5 (Liu et al. 2018), at 1000 classes. NASNet's
+# ImageNet figures count the batch-norm moving averages too, as
+# tf_keras.applications' NASNetMobile and NASNetLarge count them (36,738
+# and 196,668 non-trainable weights; 88.9 is their 88,949,818, while the
+# trainable weights round to 88.8).
+PUBLISHED_MILLIONS = {'nasnet_cifar': 3.3, 'nasnet_mobile': 5.3,
+                      'nasnet_large': 88.9, 'pnasnet_mobile': 5.1,
+                      'pnasnet_large': 86.1}
+_MOVING_AVERAGES_COUNTED = {'nasnet_mobile': 36738, 'nasnet_large': 196668}
 
 
 def _channels(name):
@@ -439,7 +510,7 @@ def test_network_fn_has_default_image_size_and_network_name(name):
   assert network_fn.__name__ == nets_factory.networks_map[name].__name__
 
 
-@pytest.fixture(scope='module', params=UPSTREAM_SLIM_NAMES)
+@pytest.fixture(scope='module', params=_marking_slow(UPSTREAM_SLIM_NAMES))
 def classifier(request):
   """(name, logits, end_points, graph) at the published number of classes."""
   name = request.param
@@ -482,12 +553,16 @@ def test_variables_have_the_published_checkpoint_names_and_shapes(classifier):
 # The deeper ResNets build their features exactly as resnet_v*_50 do (the
 # same wrapper passes num_classes=None to tf-slim's builder, which only has
 # more units per block); building them once more would add a third to the
-# time of this module.
-FEATURE_NAMES = tuple(name for name in UPSTREAM_SLIM_NAMES
-                      if not name.startswith('resnet') or name.endswith('_50'))
+# time of this module. So do NASNet's CIFAR and large networks as
+# nasnet_mobile, and pnasnet_large as pnasnet_mobile (the same function,
+# another configuration).
+FEATURE_NAMES = tuple(
+    name for name in UPSTREAM_SLIM_NAMES
+    if (not name.startswith('resnet') or name.endswith('_50')) and
+    name not in ('nasnet_cifar', 'nasnet_large', 'pnasnet_large'))
 
 
-@pytest.fixture(scope='module', params=FEATURE_NAMES)
+@pytest.fixture(scope='module', params=_marking_slow(FEATURE_NAMES))
 def features(request):
   """(name, features, trainable parameter count), num_classes=0, batch None."""
   name = request.param
@@ -533,3 +608,12 @@ def test_resnet_count_formula_reproduces_torchvision_counts():
   assert _resnet_params(1, 50, 1000) == 25557032
   assert _resnet_params(1, 101, 1000) == 44549160
   assert _resnet_params(1, 152, 1000) == 60192808
+
+
+@pytest.mark.parametrize('name', sorted(PUBLISHED_MILLIONS))
+def test_nasnet_counts_round_to_the_papers_millions(name):
+  spec = SPECS[name]
+  count = spec.trainable_params + _MOVING_AVERAGES_COUNTED.get(name, 0)
+  if spec.num_classes == 1001:
+    count = _reclassed(count, spec.feature_depth, 1000, published_classes=1001)
+  assert round(count / 1e6, 1) == PUBLISHED_MILLIONS[name]
