@@ -7,6 +7,10 @@ import sys
 import numpy as np
 import pytest
 
+from tensorflow.python.ops import lookup_ops
+from tf2_compat import contrib_data
+from tf2_compat import contrib_hparams
+from tf2_compat import contrib_opt
 from tf2_compat import contrib_stubs
 from tf2_compat import patching
 from tf2_compat.slim_compat import slim, tf
@@ -122,11 +126,17 @@ def test_add_arg_scope_from_contribs_internal_path_decorates():
 
 
 def test_a_module_tf_slim_lacks_under_an_aliased_path_raises_when_called():
-  # contrib's training/python/training/hparam.py has no tf-slim twin.
+  # contrib's training/python/training/ has no tf-slim twin of this one.
+  from tensorflow.contrib.training.python.training import sequence_queueing_state_saver as saver  # pylint: disable=g-import-not-at-top,line-too-long
+  with pytest.raises(
+      contrib_stubs.RemovedInTF2Error,
+      match=r'sequence_queueing_state_saver\.batch_sequences_with_states\(\)'):
+    saver.batch_sequences_with_states(None, None, None, None, None)
+
+
+def test_a_homeless_name_under_its_internal_path_is_the_rewritten_one():
   from tensorflow.contrib.training.python.training import hparam  # pylint: disable=g-import-not-at-top
-  with pytest.raises(contrib_stubs.RemovedInTF2Error,
-                     match=r'training\.python\.training\.hparam\.HParams\(\)'):
-    hparam.HParams(learning_rate=0.1)
+  assert hparam.HParams(learning_rate=0.1).learning_rate == 0.1
 
 
 def test_package_attributes_lead_to_the_internal_modules():
@@ -166,14 +176,13 @@ def test_quantize_imports_and_its_calls_name_the_replacement():
 
 @pytest.mark.parametrize('name, replacement', [
     # From TensorFlow's own upgrade tables (tf_upgrade_v2).
-    ('util.constant_value', 'use tf.get_static_value'),
-    ('data.parallel_interleave', 'use tf.data.experimental.parallel_interleave'),
+    # Renamed by the tool, which rewrites the arguments of a call too: the
+    # renamed object called as TF 1.x called it would misbehave.
+    ('summary.scalar', 'use tf.compat.v2.summary.scalar'),
     ('image.rotate', 'TensorFlow Addons had it as tfa.image.rotate'),
-    # There with tf-keras, the tf.keras of this project (gone with Keras 3).
-    ('rnn.LSTMCell', 'use tf.compat.v1.nn.rnn_cell.LSTMCell'),
     # From NAME_ADVICE and MODULE_ADVICE.
-    ('training.HParams', 'keep hyperparameters in a dict, a dataclass or '
-                         'absl flags'),
+    ('training.bucket_by_sequence_length',
+     'use tf.data.Dataset.bucket_by_sequence_length'),
     ('framework.with_shape', 'use tf_slim for arg scopes and variable '
                              'helpers'),
     ('quantize.experimental_create_eval_graph', 'TF Model Optimization'),
@@ -196,6 +205,27 @@ def test_a_removed_call_names_itself_and_what_replaces_it(name, replacement):
 @pytest.mark.parametrize('module, name, expected', [
     ('data', 'AUTOTUNE', lambda: tf.data.experimental.AUTOTUNE),
     ('rnn', 'LSTMStateTuple', lambda: tf.nn.rnn_cell.LSTMStateTuple),
+    # From TensorFlow's upgrade tables, renames that change nothing else.
+    ('util', 'constant_value', lambda: tf.get_static_value),
+    ('data', 'parallel_interleave',
+     lambda: tf.data.experimental.parallel_interleave),
+    ('rnn', 'LSTMCell', lambda: tf.nn.rnn_cell.LSTMCell),
+    ('cluster_resolver', 'TFConfigClusterResolver',
+     lambda: tf.distribute.cluster_resolver.TFConfigClusterResolver),
+    # Re-exported by TF 1.x's contrib under their own names.
+    ('lookup', 'HashTable', lambda: lookup_ops.HashTable),
+    ('lookup', 'KeyValueTensorInitializer',
+     lambda: tf.lookup.KeyValueTensorInitializer),
+    ('lookup', 'index_to_string_table_from_tensor',
+     lambda: lookup_ops.index_to_string_table_from_tensor),
+    ('data', 'TFRecordDataset', lambda: tf.data.TFRecordDataset),
+    ('data', 'map_and_batch', lambda: tf.data.experimental.map_and_batch),
+    # Homeless: written again here.
+    ('training', 'HParams', lambda: contrib_hparams.HParams),
+    ('opt', 'MovingAverageOptimizer',
+     lambda: contrib_opt.MovingAverageOptimizer),
+    ('data', 'batch_and_drop_remainder',
+     lambda: contrib_data.batch_and_drop_remainder),
 ])
 def test_names_with_a_tf2_home_are_that_object(module, name, expected):
   contrib_module = importlib.import_module('tensorflow.contrib.' + module)
@@ -307,20 +337,21 @@ def test_tf1_contrib_names_as_values_resolve_fall_back_or_stop(tmp_path):
 
 def test_subclassing_a_removed_class_raises():
   from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
-  with pytest.raises(contrib_stubs.RemovedInTF2Error, match='RNNCell'):
-    class MyCell(rnn.RNNCell):  # pylint: disable=unused-variable
+  with pytest.raises(contrib_stubs.RemovedInTF2Error, match='LSTMBlockCell'):
+    class MyCell(rnn.LSTMBlockCell):  # pylint: disable=unused-variable
       pass
 
 
 def test_from_import_of_a_removed_name_works_until_called():
   # pylint: disable=g-import-not-at-top
-  from tensorflow.contrib.training import HParams
-  from tensorflow.contrib.tfprof import model_analyzer
-  assert repr(HParams) == (
-      '<removed in TF 2.x: tensorflow.contrib.training.HParams>')
+  from tensorflow.contrib.training import GreedyLoadBalancingStrategy
+  from tensorflow.contrib.learn.python.learn import learn_runner
+  assert repr(GreedyLoadBalancingStrategy) == (
+      '<removed in TF 2.x: '
+      'tensorflow.contrib.training.GreedyLoadBalancingStrategy>')
   with pytest.raises(contrib_stubs.RemovedInTF2Error,
-                     match=r'tfprof\.model_analyzer\.print_model_analysis'):
-    model_analyzer.print_model_analysis(None)
+                     match=r'learn\.python\.learn\.learn_runner\.run\(\)'):
+    learn_runner.run(None)
 
 
 def test_dunder_lookups_stay_attribute_errors():

@@ -17,6 +17,22 @@ train_image_classifier.py imports `tensorflow.contrib.quantize` for
     for `add_arg_scope`, `layers.python.layers.initializers`, `.utils`,
     `training.python.training.*`, ...) give the same tf-slim modules and
     names;
+  - `data` and `lookup` are core TF's `tf.compat.v1.data` (and its
+    `experimental`) and lookup tables (`HashTable`,
+    `index_table_from_tensor`, ...), which TF 1.x's contrib re-exported;
+  - a name that TensorFlow's own upgrade tables (`tf_upgrade_v2`) rename,
+    where the rename is all the tool changes in a call and the new name
+    exists on this TensorFlow, is the renamed object
+    (`data.parallel_interleave`, `framework.nest`, `rnn.BasicLSTMCell`,
+    `cluster_resolver.*`, ...). Names whose arguments the tool rewrites
+    (`summary.scalar`, ...) are not: called as TF 1.x called them, they
+    would misbehave;
+  - the contrib pieces TF 2.x has no home for that TF 1.x programs use
+    most (HOMELESS: `training.HParams`, `opt.MovingAverageOptimizer`,
+    `data.batch_and_drop_remainder`, `tfprof.model_analyzer`'s
+    `print_model_analysis`, ...) are written again with their TF
+    1.x behaviour (`contrib_hparams`, `contrib_opt`, `contrib_data`,
+    `contrib_tfprof`);
   - any other name of any contrib module imports as a placeholder that
     raises `RemovedInTF2Error` when called (or subclassed), naming the call
     and what replaces it on TF 2.x, e.g.
@@ -39,6 +55,7 @@ get it from `python -m tf2_compat.run_slim` or by importing this module
 (which installs it), and `uninstall()` takes it away.
 """
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -82,12 +99,18 @@ SOURCES = {
     'framework.python.ops': _ARG_SCOPE_AND_VARIABLES,
     'framework.python.framework': (
         'tensorflow.python.training.checkpoint_utils',),
-    'layers': ('tf_slim.layers',),
-    'layers.python.layers': ('tf_slim.layers',),
+    'layers': ('tf_slim.layers', 'tf_slim.layers.utils'),
+    'layers.python.layers': ('tf_slim.layers', 'tf_slim.layers.utils'),
     'losses': ('tf_slim.losses',),
     'metrics': ('tf_slim.metrics',),
     'training': _TRAIN_AND_EVALUATE,
     'training.python.training': _TRAIN_AND_EVALUATE,
+    # TF 1.x's contrib.data and contrib.lookup re-exported core TF's
+    # datasets and lookup tables (the TF 1 classes, such as HashTable).
+    'data': ('tensorflow.compat.v1.data',
+             'tensorflow.compat.v1.data.experimental'),
+    'lookup': ('tensorflow.compat.v1.lookup',
+               'tensorflow.python.ops.lookup_ops'),
 }
 
 # Contrib names that are the very same object in TF 2.21
@@ -121,6 +144,24 @@ REPLACEMENTS = {
     'rnn.LSTMStateTuple': 'tensorflow.compat.v1:nn.rnn_cell.LSTMStateTuple',
 }
 
+# Contrib names TF 2.x has no home for that TF 1.x programs use most (see
+# docs/migration.md's survey), written again with their TF 1.x behaviour.
+_HPARAMS = 'tf2_compat.contrib_hparams:HParams'
+HOMELESS = {
+    'training.HParams': _HPARAMS,
+    'training.python.training.hparam.HParams': _HPARAMS,
+    'opt.MovingAverageOptimizer':
+        'tf2_compat.contrib_opt:MovingAverageOptimizer',
+    'data.batch_and_drop_remainder':
+        'tf2_compat.contrib_data:batch_and_drop_remainder',
+    'data.padded_batch_and_drop_remainder':
+        'tf2_compat.contrib_data:padded_batch_and_drop_remainder',
+}
+HOMELESS.update(
+    ('tfprof.model_analyzer.%s' % name, 'tf2_compat.contrib_tfprof:%s' % name)
+    for name in ('print_model_analysis', 'TRAINABLE_VARS_PARAMS_STAT_OPTIONS',
+                 'FLOAT_OPS_OPTIONS'))
+
 _QUANTIZATION = (
     'use the TF Model Optimization Toolkit for quantization-aware training '
     '(pip install tensorflow-model-optimization; '
@@ -130,8 +171,6 @@ _ESTIMATOR = ('TF 2.21 has no tf.estimator either; use tf_keras or a '
 
 # What replaces one contrib name, where TensorFlow's tables name nothing.
 NAME_ADVICE = {
-    'training.HParams': 'keep hyperparameters in a dict, a dataclass or '
-                        'absl flags',
     'training.GreedyLoadBalancingStrategy':
         "use DeploymentConfig(ps_strategy='by_size') of this project's "
         'deployment.model_deploy',
@@ -208,18 +247,24 @@ def _leads_to_a_module(relative):
   """Whether tf.contrib.<relative> is a module of these stubs."""
   return bool(_alias_of(relative)) or any(
       key == relative or key.startswith(relative + '.')
-      for key in list(ALIASES) + list(SOURCES))
+      for key in list(ALIASES) + list(SOURCES)) or any(
+          key.startswith(relative + '.') for key in HOMELESS)
 
 
-def _in_tensorflow(dotted):
-  """Whether 'tf.a.b' names something in the running TensorFlow."""
+def _tensorflow_attribute(dotted):
+  """What 'tf.a.b' names in the running TensorFlow, or None."""
   value = importlib.import_module('tensorflow')
   for attribute in dotted.split('.')[1:]:
     try:
       value = getattr(value, attribute)
     except Exception:  # pylint: disable=broad-except
-      return False  # Lazy loaders raise what they like (Keras 3: no cells).
-  return True
+      return None  # Lazy loaders raise what they like (Keras 3: no cells).
+  return value
+
+
+def _in_tensorflow(dotted):
+  """Whether 'tf.a.b' names something in the running TensorFlow."""
+  return _tensorflow_attribute(dotted) is not None
 
 
 def _upgrade_tool_replacement(relative):
@@ -238,6 +283,36 @@ def _upgrade_tool_replacement(relative):
     return ('TensorFlow Addons had it as %s (Addons is no longer '
             'maintained)' % ported)
   return None
+
+
+@functools.lru_cache(maxsize=None)
+def _argument_changes():
+  """The names whose calls tf_upgrade_v2 rewrites beyond the name: their
+  arguments are renamed, reordered or transformed, or it warns of another
+  meaning."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.tools.compatibility import tf_upgrade_v2
+  spec = tf_upgrade_v2.TFAPIChangeSpec()
+  return frozenset().union(
+      spec.function_keyword_renames, spec.function_reorders,
+      spec.function_transformers, spec.function_warnings,
+      spec.function_arg_warnings)
+
+
+def _renamed(relative):
+  """The object TensorFlow's upgrade tables rename tf.contrib.<relative>
+  to, where the rename is all the tool does to a call and the target exists
+  on this TensorFlow; else None."""
+  try:
+    # pylint: disable=g-import-not-at-top
+    from tensorflow.tools.compatibility import all_renames_v2
+  except ImportError:
+    return None
+  name = 'tf.contrib.' + relative
+  target = all_renames_v2.symbol_renames.get(name)
+  if target is None or name in _argument_changes():
+    return None
+  return _tensorflow_attribute(target)
 
 
 def advice(relative):
@@ -356,6 +431,11 @@ class ContribModule(types.ModuleType):
         return patching.resolve(REPLACEMENTS[relative])
       except AttributeError:  # Keras 3 has no rnn cells.
         pass
+    renamed = _renamed(relative)
+    if renamed is not None:
+      return renamed
+    if relative in HOMELESS:
+      return patching.resolve(HOMELESS[relative])
     return Removed(relative)
 
 
