@@ -144,6 +144,15 @@ def test_package_attributes_lead_to_the_internal_modules():
   assert layers.python.layers.utils is sys.modules['tf_slim.layers.utils']
 
 
+def test_contrib_keras_is_tf_keras():
+  # pylint: disable=g-import-not-at-top
+  import tf_keras
+  from tensorflow.contrib import keras
+  from tensorflow.contrib.keras.api.keras import layers
+  assert keras is tf_keras
+  assert layers.Dense is tf_keras.layers.Dense
+
+
 def test_framework_nest_is_tensorflows_nest():
   from tensorflow.contrib import framework  # pylint: disable=g-import-not-at-top
   assert framework.nest.flatten({'a': 1, 'b': [2, 3]}) == [1, 2, 3]

@@ -17,6 +17,7 @@ train_image_classifier.py imports `tensorflow.contrib.quantize` for
     for `add_arg_scope`, `layers.python.layers.initializers`, `.utils`,
     `training.python.training.*`, ...) give the same tf-slim modules and
     names;
+  - `keras` is tf-keras;
   - `data` and `lookup` are core TF's `tf.compat.v1.data` (and its
     `experimental`) and lookup tables (`HashTable`,
     `index_table_from_tensor`, ...), which TF 1.x's contrib re-exported;
@@ -85,6 +86,10 @@ ALIASES = {
     'losses.python.losses.loss_ops': 'tf_slim.losses.loss_ops',
     'metrics.python.ops.metric_ops': 'tf_slim.metrics.metric_ops',
     'training.python.training': 'tf_slim.training',
+    # TF 1.x's contrib.keras was Keras, as tf-keras is.
+    'keras': 'tf_keras',
+    'keras.api': None,
+    'keras.api.keras': 'tf_keras',
 }
 
 # The modules whose public names a contrib module takes over (any other
