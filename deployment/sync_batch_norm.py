@@ -295,6 +295,14 @@ def group_size(config):
   return config.num_clones * replicas
 
 
+def needs_separate_cpu_devices(num_clones, clone_on_cpu):
+  """Whether sync batch norm's clones need DeploymentConfig(
+  separate_cpu_devices=True): collectives between members on one device
+  never complete, and several CPU clones share CPU:0 without it
+  (clones_group refuses such a config)."""
+  return bool(clone_on_cpu and num_clones > 1)
+
+
 def clones_group(config):
   """The CollectiveGroup of sync batch norm for a DeploymentConfig: the
   clones of this worker, with those of every all-reduce replica.
