@@ -342,10 +342,11 @@ def _update_options(update, update_fields):
     raise ValueError(
         'deploy() got update=%r and also %s; give the options once: put '
         '%s in update=UpdateOptions(...)' % (update, names, names))
+  given = ', '.join('%s=...' % name for name in sorted(update_fields))
   warnings.warn(
-      'deploy(%s=...) is deprecated and goes in the next release; pass '
-      'update=deployment.update.UpdateOptions(%s=...) instead'
-      % (names, names), DeprecationWarning, stacklevel=3)
+      'deploy(%s) is deprecated and goes in the next release; pass '
+      'update=deployment.update.UpdateOptions(%s) instead'
+      % (given, given), DeprecationWarning, stacklevel=3)
   return update_lib.UpdateOptions(**update_fields)
 
 

@@ -310,7 +310,8 @@ def clones_group(config):
   Raises:
     ValueError: several clones share one device.
   """
-  if config.clones_share_a_device and config.num_clones > 1:
+  if (needs_separate_cpu_devices(config.num_clones, config.clone_on_cpu)
+      and not config.separate_cpu_devices):
     raise ValueError(
         'sync_batch_norm with %d clones all on %s: collective ops between '
         'members on one device never complete. Give each clone its own '

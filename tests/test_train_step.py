@@ -83,12 +83,13 @@ def test_flat_arguments_warn_and_train_as_update_does():
         4, accumulation_steps=2, clip_gradient_norm=0.5)
   losses, weights = _train(4, update=update.UpdateOptions(
       accumulation_steps=2, clip_gradient_norm=0.5))
-  assert [str(w.message) for w in warned
-          if 'deploy(' in str(w.message)] == [
-              'deploy(accumulation_steps, clip_gradient_norm=...) is '
-              'deprecated and goes in the next release; pass update='
-              'deployment.update.UpdateOptions(accumulation_steps, '
-              'clip_gradient_norm=...) instead']
+  ours = [w for w in warned if 'deploy(' in str(w.message)]
+  assert [w.filename for w in ours] == [__file__]  # The caller's line.
+  assert [str(w.message) for w in ours] == [
+      'deploy(accumulation_steps=..., clip_gradient_norm=...) is deprecated '
+      'and goes in the next release; pass update=deployment.update.'
+      'UpdateOptions(accumulation_steps=..., clip_gradient_norm=...) '
+      'instead']
   assert flat_losses == losses
   assert losses[0] == losses[1] and losses[1] != losses[2]  # k = 2
   for flat, given in zip(flat_weights, weights):
