@@ -156,9 +156,13 @@ def train_step(config, clones, optimizer, global_step, update,
   Returns:
     A TrainStep.
   """
+  # First: a SyncReplicasOptimizer must hold the averages before its
+  # apply is built.
   average_weights = variable_averages_lib.after_apply(
       optimizer, variable_averages, variables_to_average)
   compute_kwargs = {} if var_list is None else {'var_list': var_list}
+
+  # 1. Scaled, differentiated on each clone, summed, unscaled.
   loss_scale = precision_lib.loss_scale_for(precision, update.loss_scale)
 
   def gradients_of_scaled_loss(clone_loss):
@@ -181,26 +185,32 @@ def train_step(config, clones, optimizer, global_step, update,
 
   def apply_update(grads_and_vars):
     """Stages 3 to 6, on the gradients accumulation passes on."""
+    # 3. The all-reduce.
     if config.all_reduce_replicas and not averaging_replicas:
       grads_and_vars = collectives.all_reduce_mean_gradients(
           grads_and_vars,
           replica_group(config, collectives.REPLICA_GRADIENTS_GROUP_KEY),
           member=0, buffer_bytes=update.all_reduce_buffer_bytes)
+    # 4. The finiteness check, around 5 and 6.
     if loss_scale is None:
       return clip_then_apply(grads_and_vars)
     return loss_scale.apply_if_finite(clip_then_apply)(grads_and_vars)
 
   def clip_then_apply(grads_and_vars):
+    # 5. Clipping.
     if update.clip_gradient_norm:
       grads_and_vars = _clipped(grads_and_vars, update.clip_gradient_norm)
+    # 6. The apply, then the moving averages.
     return average_weights(optimizer.apply_gradients(
         grads_and_vars, global_step=global_step))
 
+  # 2. Accumulation, around 3 to 6.
   if update.accumulation_steps > 1:
     step_op = accumulation.accumulate_then_apply(
         grads_and_vars, update.accumulation_steps, apply_update)
   else:
     step_op = apply_update(grads_and_vars)
+  # 7. Replica averaging.
   if averaging_replicas:
     step_op = collectives.average_every(
         step_op, [v for _, v in grads_and_vars], global_step,
