@@ -199,7 +199,7 @@ def build_training_graph(config):
     with tf.device(deployment.inputs_device()):
       images, labels = batches.next_batch()
     logits, end_points = config.model.network_fn(
-        tf.cast(images, precision.compute_dtype(config.update.precision)),
+        tf.cast(images, precision.compute_dtype(config.precision)),
         **network_kwargs)
     add_losses(logits, end_points, labels, config.model.num_classes,
                config.label_smoothing)
@@ -230,7 +230,8 @@ def build_training_graph(config):
       variable_averages=variable_averages,
       summaries=[model_deploy.scalar_summary('learning_rate',
                                              learning_rate)],
-      **config.update.deploy_kwargs())
+      sync_batch_norm=config.sync_batch_norm, precision=config.precision,
+      update=config.update)
   model_size.check(
       tf.global_variables(), '--train_image_size=%d' % config.inputs.image_size,
       config.model.model_name, config.model.network_fn.default_image_size,
@@ -290,7 +291,7 @@ def log_batch_arithmetic(config):
   """The start-up lines of how the batch flags combine."""
   for line in config.plan.describe():
     tf.logging.info(line)
-  if config.update.sync_batch_norm:
+  if config.sync_batch_norm:
     members = model_deploy.sync_batch_norm_group_size(config.deployment)
     batch_size = config.inputs.batch_size
     tf.logging.info('sync batch norm: each layer normalises over %d clones '

@@ -239,3 +239,27 @@ def broadcast(tensors, group, member, name, is_source,
         shape=flat.shape.as_list(), T=flat.dtype, **common)
 
   return _packed(list(tensors), buffer_bytes, send_or_receive)
+
+
+def average_every(step_op, variables, global_step, every, group, member,
+                  buffer_bytes=DEFAULT_BUFFER_BYTES):
+  """After `step_op`, on every `every`-th global step, `variables` averaged
+  over the members of `group` (periodic parameter averaging).
+
+  The members take the averaging branch together: their global steps are
+  equal. Read after `step_op`, the global step is the one it advanced.
+
+  Returns:
+    The op that runs `step_op` and, when due, the averaging.
+  """
+  with tf.control_dependencies([step_op]):
+    due = tf.equal(tf.math.floormod(global_step.read_value(),
+                                    tf.cast(every, global_step.dtype)), 0)
+
+  def average():
+    means = all_reduce_mean([v.read_value() for v in variables], group,
+                            member, 'replica_average', buffer_bytes)
+    return tf.group(*[v.assign(mean, read_value=False)
+                      for v, mean in zip(variables, means)])
+
+  return tf.cond(due, average, tf.no_op, name='average_replicas')

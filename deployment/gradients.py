@@ -1,5 +1,7 @@
-"""Summing per-clone gradients without densifying sparse ones."""
+"""The clones' gradients: each on its clone's device, summed per variable
+without densifying sparse ones."""
 
+from deployment import clone_losses
 from tf2_compat.slim_compat import tf
 
 
@@ -53,3 +55,28 @@ def sum_clones_gradients(clone_grads):
     if grads:
       summed.append((sum_gradient(grads, var.op.name + '/sum_grads'), var))
   return summed
+
+
+def clone_gradients(clones, gradients_fn, regularization_losses=None):
+  """Each clone's gradients, on the clone's device, summed over the clones.
+
+  Args:
+    clones: the Clones of model_deploy.create_clones.
+    gradients_fn: fn(clone_loss) -> (gradient, variable) pairs, e.g. an
+      optimizer's compute_gradients; called under the clone's device and
+      name scope, for each clone with a loss.
+    regularization_losses: added to the first clone's loss; None gathers
+      tf.GraphKeys.REGULARIZATION_LOSSES (see clone_losses.gather_losses).
+
+  Returns:
+    (gathered, grads_and_vars): the clones' clone_losses.GatheredLosses,
+    and their gradients summed per variable (see sum_clones_gradients).
+  """
+
+  def on_device(clone, clone_loss):
+    with tf.device(clone.device):
+      return gradients_fn(clone_loss)
+
+  gathered = clone_losses.gather_losses(clones, regularization_losses,
+                                       on_device)
+  return gathered, sum_clones_gradients(gathered.results)

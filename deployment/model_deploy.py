@@ -30,14 +30,17 @@ creator so that variables made with plain `tf.get_variable` are placed too;
 worker devices name the replica's task when there are several replicas;
 sparse gradients stay sparse when summed; summaries are placed on the CPU.
 
-Where the parts live: the update's options and stages in update.py,
-placement (device functions, the variable creator) in device_placement.py,
-the clones' losses and summaries in clone_losses.py. This module is a
-little over 400 lines for the docstrings of the public entries.
+Where the parts live: the update's options and the train step, its
+stages in the order they run, in update.py; placement (device functions,
+the variable creator) in device_placement.py; the clones' losses and
+summaries in clone_losses.py. This module is about 400 lines for the
+docstrings of the public entries.
 """
 
 import collections
 import contextlib
+import dataclasses
+import warnings
 
 from deployment import argument_checks
 from deployment import clone_losses
@@ -176,37 +179,20 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
     ValueError: when no clone has a loss.
   """
   argument_checks.check_optimizer(optimizer, 'optimize_clones')
-  total_loss, grads_and_vars, _ = _optimize_clones(
-      clones, optimizer, regularization_losses, **kwargs)
-  return total_loss, grads_and_vars
-
-
-def _optimize_clones(clones, optimizer, regularization_losses,
-                     loss_scale=None, **kwargs):
-  def compute(clone, clone_loss):
-    with tf.device(clone.device):
-      if loss_scale is not None:
-        clone_loss = loss_scale.scaled(clone_loss)
-      return optimizer.compute_gradients(clone_loss, **kwargs)
-
-  gathered = clone_losses.gather_losses(clones, regularization_losses,
-                                       compute)
-  total_loss = clone_losses.total_of(gathered.losses)
-  grads_and_vars = gradients.sum_clones_gradients(gathered.results)
-  if loss_scale is not None:
-    grads_and_vars = loss_scale.unscaled(grads_and_vars)
-  return total_loss, grads_and_vars, gathered
+  gathered, grads_and_vars = gradients.clone_gradients(
+      clones, lambda loss: optimizer.compute_gradients(loss, **kwargs),
+      regularization_losses)
+  return clone_losses.total_of(gathered.losses), grads_and_vars
 
 
 # Long for its docstring only: the public entry documents every argument;
-# the body checks them, builds the clones and hands on to _deploy_clones.
+# the body checks them, builds the clones and hands the step to
+# update.train_step.
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None, update_ops=None,
            variable_averages=None, variables_to_average=None,
-           summaries=None, sync_batch_norm=False, accumulation_steps=1,
-           clip_gradient_norm=None, precision='float32', loss_scale=None,
-           all_reduce_buffer_bytes=collectives.DEFAULT_BUFFER_BYTES,
-           replica_averaging_steps=None):
+           summaries=None, sync_batch_norm=False, precision='float32',
+           update=None, **update_fields):
   """Builds the clones, their losses and (with an optimizer) the train op.
 
   The update ops (e.g. batch-norm moving averages) of the first clone run
@@ -218,8 +204,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   functions without arguments: deploy calls them once the clones are built,
   when the model's variables exist.
 
-  Example, a training script's deployment with sync replicas and moving
-  averages of the weights:
+  Example, a training script's deployment with sync replicas, moving
+  averages of the weights, and the gradients of 4 micro-steps per update:
 
     optimizer = tf.train.SyncReplicasOptimizer(
         tf.train.MomentumOptimizer(rate, 0.9), replicas_to_aggregate=2,
@@ -227,7 +213,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     model = model_deploy.deploy(
         config, clone_fn, optimizer=optimizer,
         var_list=lambda: slim.get_trainable_variables('InceptionV3/Logits'),
-        variable_averages=tf.train.ExponentialMovingAverage(0.9999, step))
+        variable_averages=tf.train.ExponentialMovingAverage(0.9999, step),
+        update=update.UpdateOptions(accumulation_steps=4))
     hook = optimizer.make_session_run_hook(config.is_chief)
 
   Args:
@@ -252,14 +239,20 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     variables_to_average: a list, or a function returning one; None: the
       model variables (slim.get_model_variables()).
     summaries: more summary tensors to merge into `summary_op`.
-    sync_batch_norm, accumulation_steps, clip_gradient_norm, precision,
-      loss_scale, all_reduce_buffer_bytes, replica_averaging_steps: how
-      the gradients become the update: the fields of an
-      update.UpdateOptions, which documents each and is built from them
-      (`**options.deploy_kwargs()` passes one in); update.build_update
-      lists the stages they add, in order. With all-reduce replicas,
-      start them from the chief's weights with `broadcast_variables` or
+    sync_batch_norm, precision: how the clones are built; see
+      `create_clones`. With mixed_float16 the update scales the loss (see
+      update.UpdateOptions.loss_scale).
+    update: an update.UpdateOptions: how the gradients become the update
+      (accumulation, clipping, loss scale, the all-reduce between
+      replicas, replica averaging); None: UpdateOptions(). It reaches
+      update.train_step unchanged; that function's body is the step's
+      stages in the order they run. With all-reduce replicas, start them
+      from the chief's weights with `broadcast_variables` or
       `BroadcastVariablesHook`.
+    **update_fields: deprecated, for one release: the fields of an
+      UpdateOptions as keyword arguments (accumulation_steps=4), as the
+      previous release took them; each call warns with a
+      DeprecationWarning naming update=UpdateOptions(...).
 
   Returns:
     A DeployedModel. `train_op` (named 'train_op', None without optimizer)
@@ -269,11 +262,14 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
 
   Raises:
     TypeError: model_fn is not callable, or optimizer is neither None nor a
-      tf.compat.v1.train.Optimizer (a string, a Keras optimizer).
+      tf.compat.v1.train.Optimizer (a string, a Keras optimizer); update
+      is not an UpdateOptions; an unknown keyword argument.
     ValueError: no clone has a loss; variable_averages without an
       optimizer, with nothing to average, or given twice (to deploy and to
       the SyncReplicasOptimizer); sync_batch_norm with clones sharing a
-      device; an update option out of range (see update.UpdateOptions).
+      device; an update option out of range (see update.UpdateOptions) or
+      not fitting `config` or `precision`; update= and a deprecated update
+      keyword argument both given.
   """
   argument_checks.check_model_fn(model_fn)
   if optimizer is not None:
@@ -281,138 +277,82 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   if variable_averages is not None and optimizer is None:
     raise ValueError('variable_averages needs an optimizer: averages are '
                      'applied after each update')
-  update = update_lib.UpdateOptions(
-      accumulation_steps=accumulation_steps,
-      clip_gradient_norm=clip_gradient_norm, precision=precision,
-      loss_scale=loss_scale, all_reduce_buffer_bytes=all_reduce_buffer_bytes,
-      replica_averaging_steps=replica_averaging_steps,
-      sync_batch_norm=sync_batch_norm)
+  update = _update_options(update, update_fields)
   update.check_deployment(config)
-  options = _TrainOpOptions(summarize_gradients, var_list, update_ops,
-                            variable_averages, variables_to_average,
-                            summaries or [], update)
+  precision_lib.check_precision(precision)
+  precision_lib.check_loss_scale(precision, update.loss_scale)
   with slim_compat.identity_equality():
     # The graph's summaries so far; of the clones', only the first's.
-    summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
+    summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES)).union(
+        summaries or [])
     with tf.device(config.variables_device()):
       global_step = tf.train.get_or_create_global_step()
-    clones = _create_clones(config, model_fn, args, kwargs,
-                            update.sync_batch_norm, update.precision)
-    return _deploy_clones(config, clones, optimizer, global_step, options,
-                          summaries)
+    clones = _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
+                            precision)
+    first_clone = clones[0]
+    step_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
+    step_ops += list(_called(update_ops) or [])
+    train_op = None
+    with tf.device(config.optimizer_device()):
+      if optimizer is None:
+        gathered = clone_losses.gather_losses(clones, None)
+        total_loss = clone_losses.total_of(gathered.losses)
+      else:
+        var_list = _called(var_list)
+        step = update_lib.train_step(
+            config, clones, optimizer, global_step, update, precision,
+            var_list=None if var_list is None else list(var_list),
+            variable_averages=variable_averages,
+            variables_to_average=variables_to_average,
+            summarize_gradients=summarize_gradients)
+        with tf.control_dependencies([step.op] + step_ops):
+          train_op = tf.identity(step.total_loss, name='train_op')
+        total_loss, gathered = step.total_loss, step.losses
+        summaries.update(step.summaries)
+      summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES,
+                                         first_clone.scope))
+      summaries.update(
+          clone_losses.loss_summaries(clones, gathered, total_loss))
+      summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
+                                    name='summary_op')
+  return DeployedModel(train_op, summary_op, total_loss, clones)
 
 
-# deploy()'s arguments about the train op besides the update's own (see
-# deploy's docstring); `update` is an update.UpdateOptions.
-_TrainOpOptions = collections.namedtuple('_TrainOpOptions', [
-    'summarize_gradients', 'var_list', 'update_ops', 'variable_averages',
-    'variables_to_average', 'summaries', 'update'])
+# deploy()'s keyword arguments of the previous release: the fields of an
+# update.UpdateOptions, taken flat for one more release.
+_DEPRECATED_UPDATE_ARGUMENTS = tuple(
+    field.name for field in dataclasses.fields(update_lib.UpdateOptions))
+
+
+def _update_options(update, update_fields):
+  """deploy()'s UpdateOptions: `update` itself, UpdateOptions() for None,
+  or one made of the deprecated flat keyword arguments (with a warning)."""
+  unknown = sorted(set(update_fields) - set(_DEPRECATED_UPDATE_ARGUMENTS))
+  if unknown:
+    raise TypeError('deploy() got an unexpected keyword argument %r'
+                    % unknown[0])
+  if update is not None and not isinstance(update,
+                                           update_lib.UpdateOptions):
+    raise TypeError('update must be a deployment.update.UpdateOptions (or '
+                    'None), got %r' % (update,))
+  if not update_fields:
+    return update_lib.UpdateOptions() if update is None else update
+  names = ', '.join(sorted(update_fields))
+  if update is not None:
+    raise ValueError(
+        'deploy() got update=%r and also %s; give the options once: put '
+        '%s in update=UpdateOptions(...)' % (update, names, names))
+  given = ', '.join('%s=...' % name for name in sorted(update_fields))
+  warnings.warn(
+      'deploy(%s) is deprecated and goes in the next release; pass '
+      'update=deployment.update.UpdateOptions(%s) instead'
+      % (given, given), DeprecationWarning, stacklevel=3)
+  return update_lib.UpdateOptions(**update_fields)
 
 
 def _called(value):
   """`value()` if it is a function, else `value` (None stays None)."""
   return value() if callable(value) else value
-
-
-def _variables_to_average(variables_to_average):
-  if variables_to_average is None:
-    variables_to_average = tf.get_collection(tf.GraphKeys.MODEL_VARIABLES)
-  variables_to_average = list(_called(variables_to_average))
-  if not variables_to_average:
-    raise ValueError(
-        'variable_averages: no variables to average; model_fn created no '
-        'model variables (slim layers add theirs), so pass '
-        'variables_to_average')
-  return variables_to_average
-
-
-def _give_averages_to_sync_optimizer(optimizer, variable_averages,
-                                     variables):
-  """Makes the chief apply the averages after each aggregated update.
-
-  SyncReplicasOptimizer does that itself, but takes the variables only at
-  construction, before the clones (and so the variables) exist.
-  """
-  # pylint: disable=protected-access
-  if optimizer._variable_averages is not None:
-    raise ValueError('variable_averages given both to deploy() and to the '
-                     'SyncReplicasOptimizer; give it to deploy() only')
-  optimizer._variable_averages = variable_averages
-  optimizer._variables_to_average = variables
-  # pylint: enable=protected-access
-
-
-def _apply_fn(optimizer, global_step, options):
-  """fn(grads_and_vars) -> the optimizer's update and the moving averages
-  of the updated weights."""
-  variables_to_average = None
-  if options.variable_averages is not None:
-    variables_to_average = _variables_to_average(
-        options.variables_to_average)
-    if isinstance(optimizer, tf.train.SyncReplicasOptimizer):
-      _give_averages_to_sync_optimizer(
-          optimizer, options.variable_averages, variables_to_average)
-      variables_to_average = None  # The chief applies them, once per step.
-
-  def apply(grads_and_vars):
-    apply_op = optimizer.apply_gradients(grads_and_vars,
-                                         global_step=global_step)
-    if variables_to_average is None:
-      return apply_op
-    # Averages of the updated weights (the shadow variables themselves are
-    # created outside these dependencies, by init_scope).
-    with tf.control_dependencies([apply_op]):
-      return tf.group(apply_op, options.variable_averages.apply(
-          variables_to_average))
-
-  return apply
-
-
-def _train_op(config, clones, optimizer, global_step, options, summaries,
-              update_ops):
-  """(train_op, total_loss, gathered losses); adds to `summaries`."""
-  apply = _apply_fn(optimizer, global_step, options)
-  compute_kwargs = {}
-  if options.var_list is not None:
-    compute_kwargs['var_list'] = list(_called(options.var_list))
-  loss_scale = options.update.new_loss_scale()
-  total_loss, grads_and_vars, gathered = _optimize_clones(
-      clones, optimizer, None, loss_scale=loss_scale, **compute_kwargs)
-  if options.summarize_gradients:
-    summaries.update(clone_losses.gradient_summaries(grads_and_vars))
-  if loss_scale is not None:
-    summaries.add(scalar_summary('loss_scale', loss_scale.scale))
-  step_op = update_lib.build_update(config, options.update, grads_and_vars,
-                                    apply, global_step, loss_scale)
-  with tf.control_dependencies([step_op] + update_ops):
-    train_op = tf.identity(total_loss, name='train_op')
-  return train_op, total_loss, gathered
-
-
-def _deploy_clones(config, clones, optimizer, global_step, options,
-                   summaries):
-  summaries.update(options.summaries)
-  first_clone = clones[0]
-  update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
-  update_ops += list(_called(options.update_ops) or [])
-
-  train_op = None
-  with tf.device(config.optimizer_device()):
-    if optimizer is not None:
-      train_op, total_loss, gathered = _train_op(
-          config, clones, optimizer, global_step, options, summaries,
-          update_ops)
-    else:
-      gathered = clone_losses.gather_losses(clones, None)
-      total_loss = clone_losses.total_of(gathered.losses)
-
-    summaries.update(tf.get_collection(tf.GraphKeys.SUMMARIES,
-                                       first_clone.scope))
-    summaries.update(
-        clone_losses.loss_summaries(clones, gathered, total_loss))
-    summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
-                                  name='summary_op')
-  return DeployedModel(train_op, summary_op, total_loss, clones)
 
 
 def broadcast_variables(config, variables=None):

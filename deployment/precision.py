@@ -38,6 +38,27 @@ def compute_dtype(precision):
   return _COMPUTE_DTYPES[precision]
 
 
+def check_loss_scale(precision, loss_scale):
+  """Raises ValueError for a loss scale given with a precision without one."""
+  if loss_scale is not None and precision != 'mixed_float16':
+    raise ValueError('loss_scale is for precision=\'mixed_float16\', got '
+                     'precision=%r' % (precision,))
+
+
+def loss_scale_for(precision, loss_scale=None):
+  """The LossScale a step of `precision` uses, or None.
+
+  `loss_scale` if given; else, for mixed_float16, one with LossScale's
+  defaults: the precision of the clones decides whether the update scales
+  its loss, so the default lives here rather than in the update's options.
+  Call under the optimizer's device, where the scale's variables go.
+  """
+  check_loss_scale(precision, loss_scale)
+  if loss_scale is None and precision == 'mixed_float16':
+    return LossScale()
+  return loss_scale
+
+
 def master_weights_getter(getter, name, *args, dtype=None, **kwargs):
   """A custom getter: low-precision variables are float32 ones, cast."""
   if dtype is not None and tf.as_dtype(dtype).base_dtype in (tf.float16,

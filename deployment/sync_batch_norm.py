@@ -295,6 +295,14 @@ def group_size(config):
   return config.num_clones * replicas
 
 
+def needs_separate_cpu_devices(num_clones, clone_on_cpu):
+  """Whether sync batch norm's clones need DeploymentConfig(
+  separate_cpu_devices=True): collectives between members on one device
+  never complete, and several CPU clones share CPU:0 without it
+  (clones_group refuses such a config)."""
+  return bool(clone_on_cpu and num_clones > 1)
+
+
 def clones_group(config):
   """The CollectiveGroup of sync batch norm for a DeploymentConfig: the
   clones of this worker, with those of every all-reduce replica.
@@ -302,7 +310,8 @@ def clones_group(config):
   Raises:
     ValueError: several clones share one device.
   """
-  if config.clones_share_a_device and config.num_clones > 1:
+  if (needs_separate_cpu_devices(config.num_clones, config.clone_on_cpu)
+      and not config.separate_cpu_devices):
     raise ValueError(
         'sync_batch_norm with %d clones all on %s: collective ops between '
         'members on one device never complete. Give each clone its own '

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from deployment import model_deploy
+from deployment import update
 from tf2_compat.slim_compat import slim, tf
 from tests.script_runner import run_script
 
@@ -83,7 +84,8 @@ def _assert_same_weights(weights, reference):
 
 
 def test_four_micro_steps_equal_one_step_of_four_times_the_batch():
-  accumulated, steps = _run(2, BATCH, 8, accumulation_steps=4)
+  accumulated, steps = _run(
+      2, BATCH, 8, update=update.UpdateOptions(accumulation_steps=4))
   reference, reference_steps = _run(2, 4 * BATCH, 2)
   assert steps == [0, 0, 0, 1, 1, 1, 1, 2]
   assert reference_steps == [1, 2]
@@ -99,8 +101,9 @@ def test_without_accumulation_the_micro_steps_differ():
 
 
 def test_sparse_gradients_accumulate_exactly():
-  accumulated, steps = _run(1, BATCH, 4, make_model_fn=_sparse_model_fn,
-                            accumulation_steps=2)
+  accumulated, steps = _run(
+      1, BATCH, 4, make_model_fn=_sparse_model_fn,
+      update=update.UpdateOptions(accumulation_steps=2))
   reference, _ = _run(1, 2 * BATCH, 2, make_model_fn=_sparse_model_fn)
   assert steps == [0, 1, 1, 2]
   _assert_same_weights(accumulated, reference)
@@ -139,7 +142,8 @@ def test_accumulation_with_a_sync_replicas_optimizer():
   # One update: SyncReplicasOptimizer drops the push that follows an
   # initial token as stale, with or without accumulation.
   expected_updates = 1
-  accumulated, steps = train(BATCH, 3, accumulation_steps=3)
+  accumulated, steps = train(
+      BATCH, 3, update=update.UpdateOptions(accumulation_steps=3))
   reference, _ = train(3 * BATCH, 1)
   # Nothing is pushed before the third micro-step, so no update can land.
   assert steps[:2] == [0, 0]
@@ -157,7 +161,7 @@ def test_a_resumed_run_starts_a_new_accumulation(tmp_path):
     model = model_deploy.deploy(
         config, _dense_model_fn(iterator),
         optimizer=tf.train.GradientDescentOptimizer(0.5),
-        accumulation_steps=4)
+        update=update.UpdateOptions(accumulation_steps=4))
     saver = tf.train.Saver()
     micro_step = [v for v in tf.local_variables()
                   if v.op.name == 'accumulation/micro_step'][0]
@@ -217,9 +221,9 @@ SGD = lambda: tf.train.GradientDescentOptimizer(0.5)  # pylint: disable=unnecess
 
 def test_clipping_uses_the_norm_summed_over_the_clones():
   clip = 0.5 * _gradient_norm(1, 2 * BATCH)  # Clips the first step.
-  clipped, _ = _run(2, BATCH, 3, optimizer_fn=SGD, clip_gradient_norm=clip)
-  reference, _ = _run(1, 2 * BATCH, 3, optimizer_fn=SGD,
-                      clip_gradient_norm=clip)
+  clipping = update.UpdateOptions(clip_gradient_norm=clip)
+  clipped, _ = _run(2, BATCH, 3, optimizer_fn=SGD, update=clipping)
+  reference, _ = _run(1, 2 * BATCH, 3, optimizer_fn=SGD, update=clipping)
   _assert_same_weights(clipped, reference)
   unclipped, _ = _run(2, BATCH, 3, optimizer_fn=SGD)
   with pytest.raises(AssertionError):
@@ -228,10 +232,11 @@ def test_clipping_uses_the_norm_summed_over_the_clones():
 
 def test_clipping_uses_the_norm_of_the_accumulated_mean():
   clip = 0.5 * _gradient_norm(1, 2 * BATCH)
-  accumulated, _ = _run(1, BATCH, 6, optimizer_fn=SGD, accumulation_steps=2,
-                        clip_gradient_norm=clip)
+  accumulated, _ = _run(1, BATCH, 6, optimizer_fn=SGD,
+                        update=update.UpdateOptions(accumulation_steps=2,
+                                                    clip_gradient_norm=clip))
   reference, _ = _run(1, 2 * BATCH, 3, optimizer_fn=SGD,
-                      clip_gradient_norm=clip)
+                      update=update.UpdateOptions(clip_gradient_norm=clip))
   _assert_same_weights(accumulated, reference)
 
 

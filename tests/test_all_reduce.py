@@ -15,6 +15,7 @@ import pytest
 from deployment import collectives
 from clusters import machine
 from deployment import model_deploy
+from deployment import update
 from tf2_compat.slim_compat import slim
 from tf2_compat.slim_compat import tf
 from tests import test_sync_batch_norm
@@ -225,7 +226,8 @@ def test_gradients_are_packed_into_few_collectives(cluster):
   with tf.Graph().as_default():
     model_deploy.deploy(config, _model_fn([(x, y)]),
                         optimizer=tf.train.GradientDescentOptimizer(0.1),
-                        all_reduce_buffer_bytes=4 * 50)
+                        update=update.UpdateOptions(
+                            all_reduce_buffer_bytes=4 * 50))
     sizes = sorted(op.inputs[0].shape.as_list()[0]
                    for op in tf.get_default_graph().get_operations()
                    if op.type == 'CollectiveReduceV2')
@@ -277,7 +279,7 @@ def test_accumulation_all_reduces_the_mean_of_the_micro_steps(cluster):
       model_deploy.deploy(
           config, _micro_batch_model_fn(x[rows], y[rows], BATCH),
           optimizer=tf.train.GradientDescentOptimizer(0.5),
-          accumulation_steps=2)
+          update=update.UpdateOptions(accumulation_steps=2))
       train_op = tf.get_default_graph().get_tensor_by_name('train_op:0')
       session_config = model_deploy.session_config(
           config, device_filters=['/job:worker/task:%d' % index])
@@ -311,8 +313,9 @@ def test_accumulation_all_reduces_the_mean_of_the_micro_steps(cluster):
 
 
 def test_averaging_every_step_equals_averaging_the_gradients(cluster):
-  averaged = _train_replicas(cluster, 3, seeds=(0, 1),
-                             replica_averaging_steps=1)
+  averaged = _train_replicas(
+      cluster, 3, seeds=(0, 1),
+      update=update.UpdateOptions(replica_averaging_steps=1))
   reduced = _train_replicas(cluster, 3, seeds=(0, 1))
   for name, value in reduced[0].end.items():
     np.testing.assert_allclose(averaged[0].end[name], value, atol=1e-5)
@@ -320,8 +323,9 @@ def test_averaging_every_step_equals_averaging_the_gradients(cluster):
 
 
 def test_averaging_every_k_steps_syncs_only_then(cluster):
-  chief_run, other_run = _train_replicas(cluster, 10, seeds=(0, 1),
-                                         replica_averaging_steps=5)
+  chief_run, other_run = _train_replicas(
+      cluster, 10, seeds=(0, 1),
+      update=update.UpdateOptions(replica_averaging_steps=5))
   for step, (chief, other) in enumerate(
       zip(chief_run.history, other_run.history), start=1):
     same = all(np.array_equal(chief[n], other[n]) for n in chief)
@@ -337,7 +341,7 @@ def test_averaging_needs_all_reduce_replicas():
       model_deploy.deploy(
           model_deploy.DeploymentConfig(num_replicas=2, num_ps_tasks=1),
           _model_fn([(x, y)]), optimizer=tf.train.GradientDescentOptimizer(
-              0.1), replica_averaging_steps=2)
+              0.1), update=update.UpdateOptions(replica_averaging_steps=2))
 
 
 

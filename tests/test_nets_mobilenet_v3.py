@@ -17,6 +17,7 @@ import pytest
 
 from deployment import model_deploy
 from deployment import precision
+from deployment import update
 from nets import mobilenet_v3
 from nets import nets_factory
 from tests import test_nets
@@ -90,7 +91,8 @@ def _train(name, runs, initial_loss_scale=None, **options):
                          tf.float32)
     labels = tf.one_hot([0, 1, 2, 3], NUM_CLASSES)
     if initial_loss_scale:
-      options['loss_scale'] = precision.LossScale(initial_loss_scale)
+      options['update'] = update.UpdateOptions(
+          loss_scale=precision.LossScale(initial_loss_scale))
 
     def model_fn(images, labels):
       logits, _ = network_fn(tf.cast(images, dtype), dropout_keep_prob=1.0)
@@ -134,7 +136,8 @@ def minimalistic_synced_in_float16():
 
 @pytest.fixture(scope='module')
 def edgetpu_accumulating():
-  return _train('mobilenet_edgetpu_075', 4, accumulation_steps=2)
+  return _train('mobilenet_edgetpu_075', 4,
+                update=update.UpdateOptions(accumulation_steps=2))
 
 
 def _model_variables(trained):

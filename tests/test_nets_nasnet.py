@@ -18,6 +18,7 @@ import pytest
 
 from deployment import model_deploy
 from deployment import precision
+from deployment import update
 from nets import nasnet
 from nets import nasnet_cells
 from nets import nets_factory
@@ -368,7 +369,8 @@ def test_pnasnet_trains_with_sync_batch_norm_float16_and_accumulation():
   with tf.Graph().as_default() as graph:
     deployment, model = _deploy(network_fn, 32, sync_batch_norm=True,
                                 precision='mixed_float16',
-                                accumulation_steps=2)
+                                update=update.UpdateOptions(
+                                    accumulation_steps=2))
     variables = {v.op.name: v.dtype.base_dtype for v in tf.global_variables()}
     accumulators = [v.op.name for v in tf.local_variables()
                     if v.op.name.endswith('_accumulator')]

@@ -8,6 +8,7 @@ import pytest
 
 from deployment import model_deploy
 from deployment import precision
+from deployment import update
 from tf2_compat.slim_compat import slim, tf
 from tests.script_runner import digits_accuracy
 from tests.script_runner import run_script
@@ -63,7 +64,8 @@ def _scaled_training(growth_steps=2000, initial_scale=2.0 ** 15):
       model_deploy.DeploymentConfig(clone_on_cpu=True),
       _model_fn(inputs, tf.float16),
       optimizer=tf.train.GradientDescentOptimizer(0.1),
-      precision='mixed_float16', loss_scale=loss_scale)
+      precision='mixed_float16',
+      update=update.UpdateOptions(loss_scale=loss_scale))
   good = np.random.RandomState(0).rand(4, 5, 5, 2).astype(np.float32)
   bad = good.copy()
   bad[0, 0, 0, 0] = np.inf

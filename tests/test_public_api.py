@@ -14,8 +14,6 @@ import pytest
 
 from deployment import model_deploy
 
-_BUFFER = 'all_reduce_buffer_bytes=33554432'
-
 # name -> signature of the functions and classes model_deploy offers.
 MODULE_API = {
     'BroadcastVariablesHook': '(config)',
@@ -35,9 +33,8 @@ MODULE_API = {
         "(config, model_fn, args=None, kwargs=None, optimizer=None, "
         "summarize_gradients=False, var_list=None, update_ops=None, "
         "variable_averages=None, variables_to_average=None, summaries=None, "
-        "sync_batch_norm=False, accumulation_steps=1, "
-        "clip_gradient_norm=None, precision='float32', loss_scale=None, "
-        + _BUFFER + ", replica_averaging_steps=None)"),
+        "sync_batch_norm=False, precision='float32', update=None, "
+        "**update_fields)"),
     'optimize_clones': ('(clones, optimizer, regularization_losses=None, '
                         '**kwargs)'),
     'scalar_summary': '(tag, value)',

@@ -220,7 +220,6 @@ def test_accumulation_steps_reach_update_and_plan_from_one_source(
       digits(digits_dir, '--batch_size=8', '--num_clones=2',
              '--accumulation_steps=4'), NO_ENV)
   assert config.update.accumulation_steps == 4
-  assert config.update.deploy_kwargs()['accumulation_steps'] == 4
   assert config.plan.accumulation_steps == 4
   assert config.plan.global_batch_size == 64
   assert config.plan.describe()[0] == (
@@ -250,6 +249,33 @@ def test_accumulation_steps_reach_the_graph(digits_dir, tmp_path):
   assert len(accumulators) == 8  # LeNet's weights and biases
 
 
+def test_update_options_reach_the_step_unchanged(digits_dir, tmp_path,
+                                                 monkeypatch):
+  config = run_config.from_flags(
+      digits(digits_dir, '--clone_on_cpu', '--num_clones=2',
+             '--accumulation_steps=2', '--precision=mixed_bfloat16',
+             '--train_dir=%s' % tmp_path), NO_ENV)
+  given = []
+  train_step = update.train_step
+
+  def recording_train_step(*args, **kwargs):
+    given.append(args[4:6])  # update, precision
+    return train_step(*args, **kwargs)
+
+  monkeypatch.setattr(update, 'train_step', recording_train_step)
+  with tf.Graph().as_default() as graph:
+    train_image_classifier.build_training_graph(config)
+    weight_casts = sorted(op.get_attr('DstT').name
+                          for op in graph.get_operations()
+                          if op.type == 'Cast'
+                          and op.name.startswith('weights_cast'))
+  [(options, precision)] = given
+  assert options is config.update
+  assert precision == config.precision == 'mixed_bfloat16'
+  # Each clone reads the float32 weights of LeNet's 4 layers in bfloat16.
+  assert weight_casts == ['bfloat16'] * 8
+
+
 def test_parts_hold_the_flags(digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
   config = run_config.from_flags(
@@ -272,9 +298,9 @@ def test_parts_hold_the_flags(digits_dir, tmp_path):
       name='momentum', momentum=0.8, learning_rate=0.05,
       learning_rate_decay_type='polynomial', end_learning_rate=0.001,
       sync_replicas=True, replicas_to_aggregate=2, moving_average_decay=0.99)
-  assert config.update == update.UpdateOptions(
-      clip_gradient_norm=5.0, precision='mixed_bfloat16',
-      sync_batch_norm=True)
+  assert config.update == update.UpdateOptions(clip_gradient_norm=5.0)
+  assert (config.precision, config.sync_batch_norm) == ('mixed_bfloat16',
+                                                        True)
   assert config.deployment.separate_cpu_devices  # for sync batch norm
   assert config.deployment.clone_devices(1) == [
       '/job:worker/task:0/device:CPU:1']

@@ -8,8 +8,10 @@ nothing downstream reads a flag (tests/test_flag_reads.py checks that) or
 validates again, and nothing writes to FLAGS:
 
   deployment  DeploymentConfig: clones, replicas, ps tasks, devices.
+  precision, sync_batch_norm
+              how the clones are built: deploy()'s arguments of those names.
   update      deployment.update.UpdateOptions: accumulation, clipping,
-              precision, replica averaging, sync batch norm.
+              replica averaging; given to deploy(update=...) as it is.
   optimizer   optimizers.OptimizerConfig: the optimizer, the learning-rate
               schedule, sync replicas, moving averages.
   plan        schedule.BatchPlan: the global batch and the epochs, derived
@@ -35,6 +37,7 @@ from deployment import deployment_config
 from deployment import device_placement
 from deployment import model_deploy
 from deployment import precision
+from deployment import sync_batch_norm as sync_batch_norm_lib
 from deployment import update as deploy_update
 from training import checkpoint_fit
 from training import checkpoint_state
@@ -146,8 +149,8 @@ class RunConfig:
       against its own server, known only once the server starts).
     is_chief: whether this process initialises, checkpoints and summarises.
     num_workers: worker replicas in the run.
-    deployment, update, optimizer, plan, inputs, model, loop, fine_tune:
-      the parts the module docstring lists.
+    deployment, precision, sync_batch_norm, update, optimizer, plan,
+      inputs, model, loop, fine_tune: the parts the module docstring lists.
     label_smoothing: of the cross-entropy loss.
     random_seed: graph-level seed of the initialisers and dropout; None:
       random.
@@ -161,6 +164,8 @@ class RunConfig:
   is_chief: bool
   num_workers: int
   deployment: typing.Optional[model_deploy.DeploymentConfig] = None
+  precision: str = 'float32'
+  sync_batch_norm: bool = False
   update: typing.Optional[deploy_update.UpdateOptions] = None
   optimizer: typing.Optional[optimizers.OptimizerConfig] = None
   plan: typing.Optional[schedule.BatchPlan] = None
@@ -246,9 +251,8 @@ def _worker_config(f, task, deployment, model, checkpoint):
   once, the plan from the other parts."""
   update = deploy_update.UpdateOptions(
       accumulation_steps=f.accumulation_steps,
-      clip_gradient_norm=f.clip_gradient_norm, precision=f.precision,
-      replica_averaging_steps=f.replica_averaging_steps,
-      sync_batch_norm=f.sync_batch_norm)
+      clip_gradient_norm=f.clip_gradient_norm,
+      replica_averaging_steps=f.replica_averaging_steps)
   optimizer = _from_flags(optimizers.OptimizerConfig, f, name=f.optimizer)
   inputs = _from_flags(
       inputs_lib.InputConfig, f,
@@ -262,7 +266,8 @@ def _worker_config(f, task, deployment, model, checkpoint):
   return RunConfig(
       task=task, master=f.master if task is None else '',
       is_chief=deployment.is_chief, num_workers=deployment.num_replicas,
-      deployment=deployment, update=update, optimizer=optimizer,
+      deployment=deployment, precision=f.precision,
+      sync_batch_norm=f.sync_batch_norm, update=update, optimizer=optimizer,
       plan=schedule.plan_for(inputs.batch_size, model.dataset.num_samples,
                              deployment, update, optimizer),
       inputs=inputs, model=model, loop=_from_flags(LoopConfig, f),
@@ -382,9 +387,9 @@ def _deployment_config(f, task):
   devices = dict(
       num_clones=f.num_clones, clone_on_cpu=f.clone_on_cpu,
       ps_strategy=f.ps_strategy, cache_variable_reads=f.cache_variable_reads,
-      # Collectives hang between members on one device.
-      separate_cpu_devices=(f.sync_batch_norm and f.clone_on_cpu
-                            and f.num_clones > 1),
+      separate_cpu_devices=f.sync_batch_norm and (
+          sync_batch_norm_lib.needs_separate_cpu_devices(f.num_clones,
+                                                         f.clone_on_cpu)),
       collective_timeout_secs=f.collective_timeout_secs)
   try:
     if task is not None:
