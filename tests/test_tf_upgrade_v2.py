@@ -3,7 +3,9 @@
 docs/migration.md tells users which TF 1.x calls the upgrade
 script does not convert; these tests run the script's converter (the code
 behind the `tf_upgrade_v2` command) on those calls, and pin what the
-unconverted calls then do on TF 2.21.
+unconverted calls then do on TF 2.21. They check that page's advice, not
+the tool: they fail, and the page must change, when a TensorFlow release
+changes what the tool converts or what the unconverted calls do.
 """
 
 import pytest
