@@ -179,8 +179,14 @@ def _packed(tensors, buffer_bytes, reduce_fn):
   return results
 
 
+# What the all-reduce sends float32 values as, by UpdateOptions'
+# gradient_compression (Horovod's Compression.fp16 is the model).
+WIRE_DTYPES = {'none': None, 'fp16': tf.float16, 'bf16': tf.bfloat16}
+
+
 def all_reduce_mean_gradients(grads_and_vars, group, member,
-                              buffer_bytes=DEFAULT_BUFFER_BYTES):
+                              buffer_bytes=DEFAULT_BUFFER_BYTES,
+                              wire_dtype=None):
   """The gradients averaged over the members of `group` (the replicas).
 
   Each member passes its own (already clone-summed) gradients, in the same
@@ -195,29 +201,45 @@ def all_reduce_mean_gradients(grads_and_vars, group, member,
     group: the CollectiveGroup of the replicas.
     member: this replica's index in the group.
     buffer_bytes: the packing threshold.
+    wire_dtype: see all_reduce_mean.
   """
   present = [(g, v) for g, v in grads_and_vars if g is not None]
   if group.group_size == 1 or not present:
     return list(grads_and_vars)
   dense = [tf.convert_to_tensor(g) for g, _ in present]
   averaged = dict(zip([id(v) for _, v in present], all_reduce_mean(
-      dense, group, member, 'replica_gradients', buffer_bytes)))
+      dense, group, member, 'replica_gradients', buffer_bytes,
+      wire_dtype)))
   return [(averaged[id(v)] if g is not None else None, v)
           for g, v in grads_and_vars]
 
 
 def all_reduce_mean(tensors, group, member, name,
-                    buffer_bytes=DEFAULT_BUFFER_BYTES):
-  """`tensors` averaged over the members of `group`, packed into buffers."""
+                    buffer_bytes=DEFAULT_BUFFER_BYTES, wire_dtype=None):
+  """`tensors` averaged over the members of `group`, packed into buffers.
+
+  With a `wire_dtype` (tf.float16 or tf.bfloat16), a buffer of wider
+  floats is divided by the group size, cast to it, summed in it and cast
+  back: half the bytes on the network, the mean rounded to 16 bits (the
+  division first keeps the sum in float16's range). A buffer already of
+  16 bits, or of another dtype, is sent as it is.
+  """
   scale = 1.0 / group.group_size
 
   def reduce(flat, number):
-    summed = _reduce(flat, group,
-                     group.instance_key('%s/buffer_%d' % (name, number),
-                                        member), member)
+    key = group.instance_key('%s/buffer_%d' % (name, number), member)
+    if _narrows(flat.dtype, wire_dtype):
+      divided = tf.cast(flat * tf.cast(scale, flat.dtype), wire_dtype)
+      return tf.cast(_reduce(divided, group, key, member), flat.dtype)
+    summed = _reduce(flat, group, key, member)
     return summed * tf.cast(scale, summed.dtype)
 
   return _packed(list(tensors), buffer_bytes, reduce)
+
+
+def _narrows(dtype, wire_dtype):
+  return (wire_dtype is not None and dtype.is_floating and
+          dtype.size > wire_dtype.size)
 
 
 def broadcast(tensors, group, member, name, is_source,
@@ -242,7 +264,7 @@ def broadcast(tensors, group, member, name, is_source,
 
 
 def average_every(step_op, variables, global_step, every, group, member,
-                  buffer_bytes=DEFAULT_BUFFER_BYTES):
+                  buffer_bytes=DEFAULT_BUFFER_BYTES, wire_dtype=None):
   """After `step_op`, on every `every`-th global step, `variables` averaged
   over the members of `group` (periodic parameter averaging).
 
@@ -258,7 +280,8 @@ def average_every(step_op, variables, global_step, every, group, member,
 
   def average():
     means = all_reduce_mean([v.read_value() for v in variables], group,
-                            member, 'replica_average', buffer_bytes)
+                            member, 'replica_average', buffer_bytes,
+                            wire_dtype)
     return tf.group(*[v.assign(mean, read_value=False)
                       for v, mean in zip(variables, means)])
 

@@ -39,7 +39,6 @@ docstrings of the public entries.
 
 import collections
 import contextlib
-import dataclasses
 import warnings
 
 from deployment import argument_checks
@@ -318,10 +317,12 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   return DeployedModel(train_op, summary_op, total_loss, clones)
 
 
-# deploy()'s keyword arguments of the previous release: the fields of an
-# update.UpdateOptions, taken flat for one more release.
-_DEPRECATED_UPDATE_ARGUMENTS = tuple(
-    field.name for field in dataclasses.fields(update_lib.UpdateOptions))
+# deploy()'s keyword arguments of the previous release, fields of an
+# update.UpdateOptions now, taken flat for one more release (later fields,
+# such as gradient_compression, only in an UpdateOptions).
+_DEPRECATED_UPDATE_ARGUMENTS = (
+    'accumulation_steps', 'clip_gradient_norm', 'loss_scale',
+    'all_reduce_buffer_bytes', 'replica_averaging_steps')
 
 
 def _update_options(update, update_fields):

@@ -506,3 +506,81 @@ def test_an_overflow_on_one_replica_skips_the_update_on_every_replica(
       num_clones=2, clone_on_cpu=True))
   assert not np.array_equal(end['logits/weights'], start['logits/weights'])
   assert (scale, step) == (2.0 ** 15, 2)
+
+
+def _all_reduced(cluster, values, compression):
+  """Each worker's `values[index]` through all_reduce_mean_gradients with
+  `compression`; (each worker's result, the dtypes the collectives sent)."""
+
+  def replica(index, server):
+    with tf.Graph().as_default() as graph:
+      with tf.device('/job:worker/task:%d/device:CPU:0' % index):
+        variable = tf.Variable(tf.zeros_like(values[index]))
+        (mean, _), = collectives.all_reduce_mean_gradients(
+            [(tf.constant(values[index]), variable)],
+            update.replica_group(cluster.deployment(index),
+                                 collectives.REPLICA_GRADIENTS_GROUP_KEY),
+            member=0, wire_dtype=collectives.WIRE_DTYPES[compression])
+      sent = [op.get_attr('T') for op in graph.get_operations()
+              if op.type == 'CollectiveReduceV2']
+      with tf.Session(server.target, config=tf.ConfigProto(
+          device_filters=['/job:worker/task:%d' % index])) as session:
+        return session.run(mean), sent
+
+  return cluster.run(replica)
+
+
+@pytest.mark.parametrize('compression, wire', [
+    ('fp16', tf.float16), ('bf16', tf.bfloat16)])
+def test_compressed_gradients_are_the_16_bit_sum_of_the_halves(
+    compression, wire):
+  rng = np.random.RandomState(3)
+  values = [rng.randn(1000).astype(np.float32) * 10 ** rng.uniform(
+      -3, 3, 1000).astype(np.float32) for _ in range(2)]
+  narrow = wire.as_numpy_dtype
+  # Each worker halves its own, rounds it to 16 bits; the sum is rounded.
+  expected = (narrow(values[0] / 2) + narrow(values[1] / 2)).astype(
+      np.float32)
+  exact = (values[0] + values[1]) / 2
+  for mean, sent in _all_reduced(Cluster(2), values, compression):
+    assert sent == [wire]
+    np.testing.assert_array_equal(mean, expected)
+    # Rounded, not exact: within three 16-bit roundings (of the halves and
+    # of their sum; fp16 keeps 11 significant bits, bf16 8) of the halves'
+    # magnitudes.
+    error = np.abs(mean - exact) / ((np.abs(values[0]) + np.abs(values[1]))
+                                    / 2)
+    assert 0 < error.max() <= 3 * 2.0 ** -{'fp16': 11, 'bf16': 8}[
+        compression]
+
+
+def test_without_compression_the_gradients_are_sent_and_averaged_exactly(
+    cluster):
+  values = [np.float32([0.1, 1e-4, 3e4]), np.float32([0.7, 2e-4, -1e4])]
+  for mean, sent in _all_reduced(cluster, values, 'none'):
+    assert sent == [tf.float32]
+    np.testing.assert_array_equal(mean, (values[0] + values[1]) * 0.5)
+
+
+def test_compressed_training_stays_within_16_bit_rounding_of_exact(cluster):
+  exact = _train_replicas(cluster, 3)
+  compressed = _train_replicas(
+      Cluster(2), 3, update=update.UpdateOptions(gradient_compression='fp16'))
+  # The replicas apply the same compressed update.
+  for name, value in compressed[0].end.items():
+    np.testing.assert_array_equal(compressed[1].end[name], value)
+  differences = [np.abs(compressed[0].end[n] - exact[0].end[n]).max()
+                 for n in exact[0].end]
+  assert 0 < max(differences) < 1e-3
+  np.testing.assert_allclose(compressed[0].losses, exact[0].losses,
+                             atol=1e-3)
+
+
+def test_compression_needs_all_reduce_replicas():
+  with pytest.raises(ValueError, match="gradient_compression='fp16' "
+                     'compresses the all-reduce between replicas'):
+    update.UpdateOptions(gradient_compression='fp16').check_deployment(
+        model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True))
+  with pytest.raises(ValueError, match="must be one of 'none', 'fp16', "
+                     "'bf16', got 'int8'"):
+    update.UpdateOptions(gradient_compression='int8')

@@ -114,6 +114,9 @@ def test_every_bad_flag_is_reported_at_once(digits_dir):
     (['--replica_averaging_steps=10'], '--replica_averaging_steps=10 is for '
      'all-reduce workers: a cluster of several workers and no ps tasks; '
      'drop it'),
+    (['--gradient_compression=fp16'], '--gradient_compression=fp16 '
+     'compresses the all-reduce between workers: it needs a cluster of '
+     'several workers and no ps tasks; drop it'),
     (['--worker_hosts=127.0.0.1:2222,127.0.0.1:2223', '--job_name=worker',
       '--replica_averaging_steps=0'], '--replica_averaging_steps must be >= 1 '
      '(unset: average the gradients every step), got 0'),
@@ -162,6 +165,14 @@ def test_worker_of_a_cluster_takes_counts_from_the_cluster(digits_dir):
   # The cluster's counts are in the config; the flags keep their defaults.
   assert FLAGS['worker_replicas'].default == 1
   assert snapshot.worker_replicas == 1
+
+
+def test_all_reduce_workers_take_the_gradient_compression(digits_dir):
+  config = run_config.from_flags(
+      digits(digits_dir, '--clone_on_cpu', '--gradient_compression=bf16'),
+      tf_config([], WORKERS, 'worker', 0))
+  assert config.update == update.UpdateOptions(gradient_compression='bf16')
+  assert config.update.wire_dtype == tf.bfloat16
 
 
 def test_ps_task_needs_no_dataset():

@@ -100,7 +100,8 @@ def test_update_and_a_flat_argument_together_are_refused(graph):
   with pytest.raises(ValueError, match=re.escape(
       'deploy() got update=UpdateOptions(accumulation_steps=2, '
       'clip_gradient_norm=None, loss_scale=None, all_reduce_buffer_bytes='
-      '33554432, replica_averaging_steps=None) and also clip_gradient_norm; '
+      "33554432, replica_averaging_steps=None, gradient_compression='none') "
+      'and also clip_gradient_norm; '
       'give the options once: put clip_gradient_norm in '
       'update=UpdateOptions(...)')):
     _deploy(update=update.UpdateOptions(accumulation_steps=2),
@@ -114,6 +115,9 @@ def test_update_and_a_flat_argument_together_are_refused(graph):
      "{'accumulation_steps': 2}"),
     (dict(accumulation_step=2), TypeError,
      "deploy() got an unexpected keyword argument 'accumulation_step'"),
+    # Options newer than the flat arguments come only in an UpdateOptions.
+    (dict(gradient_compression='fp16'), TypeError,
+     "deploy() got an unexpected keyword argument 'gradient_compression'"),
     (dict(update=update.UpdateOptions(loss_scale=object())), ValueError,
      "loss_scale is for precision='mixed_float16', got precision='float32'"),
     (dict(update=update.UpdateOptions(replica_averaging_steps=2)),

@@ -35,7 +35,8 @@ def test_options_are_read_only():
 def test_options_hold_only_the_update():
   assert [field.name for field in dataclasses.fields(update.UpdateOptions)
           ] == ['accumulation_steps', 'clip_gradient_norm', 'loss_scale',
-                'all_reduce_buffer_bytes', 'replica_averaging_steps']
+                'all_reduce_buffer_bytes', 'replica_averaging_steps',
+                'gradient_compression']
 
 
 def test_replica_averaging_needs_all_reduce_replicas():

@@ -60,6 +60,10 @@ flags.DEFINE_integer('replica_averaging_steps', None,
                      'applies its own gradients and every this many global '
                      'steps the workers average their weights, instead of '
                      'averaging the gradients every step.')
+flags.DEFINE_enum('gradient_compression', 'none', ['none', 'fp16', 'bf16'],
+                  'All-reduce workers (no ps tasks) only: send the '
+                  'gradients (and the averaged weights) as 16-bit floats, '
+                  'half the bytes; averaged in 16 bits, applied in 32.')
 flags.DEFINE_float('clip_gradient_norm', None,
                    'Clip the gradient by this global norm (of the gradient '
                    'summed over the clones and micro-steps); None: no '

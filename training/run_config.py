@@ -252,7 +252,8 @@ def _worker_config(f, task, deployment, model, checkpoint):
   update = deploy_update.UpdateOptions(
       accumulation_steps=f.accumulation_steps,
       clip_gradient_norm=f.clip_gradient_norm,
-      replica_averaging_steps=f.replica_averaging_steps)
+      replica_averaging_steps=f.replica_averaging_steps,
+      gradient_compression=f.gradient_compression)
   optimizer = _from_flags(optimizers.OptimizerConfig, f, name=f.optimizer)
   inputs = _from_flags(
       inputs_lib.InputConfig, f,
@@ -352,6 +353,12 @@ def _check_all_reduce(f, num_workers, task, problems):
                                             and task.all_reduce),
       '--replica_averaging_steps=%s is for all-reduce workers: a cluster of '
       'several workers and no ps tasks; drop it' % f.replica_averaging_steps)
+  problems.check(
+      f.gradient_compression == 'none' or (task is not None
+                                           and task.all_reduce),
+      '--gradient_compression=%s compresses the all-reduce between workers: '
+      'it needs a cluster of several workers and no ps tasks; drop it'
+      % f.gradient_compression)
   if task is None:
     problems.check(
         f.slurm or not deployment_config.uses_all_reduce(f.worker_replicas,
