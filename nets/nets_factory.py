@@ -19,6 +19,8 @@ import functools
 
 from tf2_compat.slim_compat import slim
 from nets import cifarnet
+from nets import inception_resnet_v2
+from nets import inception_v4
 from nets import lenet
 from nets import mobilenet_v1
 from nets import mobilenet_v2
@@ -50,6 +52,8 @@ networks_map = {
     'mobilenet_v2': mobilenet_v2.mobilenet_v2,
     'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_140,
     'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_035,
+    'inception_v4': inception_v4.inception_v4,
+    'inception_resnet_v2': inception_resnet_v2.inception_resnet_v2,
 }
 
 arg_scopes_map = {
@@ -78,6 +82,8 @@ arg_scopes_map = {
     'mobilenet_v2': mobilenet_v2.mobilenet_v2_arg_scope,
     'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_arg_scope,
     'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_arg_scope,
+    'inception_v4': inception_v4.inception_v4_arg_scope,
+    'inception_resnet_v2': inception_resnet_v2.inception_resnet_v2_arg_scope,
 }
 
 

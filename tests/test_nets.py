@@ -33,7 +33,8 @@ UPSTREAM_SLIM_NAMES = (
     'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200', 'resnet_v2_50',
     'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200', 'mobilenet_v1',
     'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025',
-    'mobilenet_v2', 'mobilenet_v2_140', 'mobilenet_v2_035')
+    'mobilenet_v2', 'mobilenet_v2_140', 'mobilenet_v2_035',
+    'inception_v4', 'inception_resnet_v2')
 
 
 def _conv(kernel, depth_in, depth_out, per_channel=1):
@@ -143,6 +144,60 @@ def _resnet_params(version, layers, num_classes):
   if version == 2:
     total += 2 * depth
   return total + _classifier(depth, num_classes)
+
+
+# Inception v4 and Inception-ResNet v2 (Szegedy et al. 2016): an
+# auxiliary head of a 1x1 convolution to 128 channels, a 5x5 one to 768 and
+# a fully connected layer, on 17x17 maps of 1024 and 1088 channels.
+_AUX_HEAD_INPUT_DEPTHS = {'inception_v4': 1024, 'inception_resnet_v2': 1088}
+
+
+def _aux_head(depth, num_classes):
+  return _conv(1, depth, 128) + _conv(5, 128, 768) + _classifier(768,
+                                                                 num_classes)
+
+
+def _conv_1xn(n, depth_in, depth_out):
+  """A 1xn or nx1 convolution followed by batch norm (beta only)."""
+  return n * depth_in * depth_out + depth_out
+
+
+def _inception_v4_params(num_classes):
+  """Figures 3 to 8 of the paper, Reduction-A with k=192, l=224, m=256,
+  n=384 (its Table 1). Slim swaps some 1x7 and 7x1 (1x3, 3x1)
+  convolutions, which changes no count."""
+  stem = (_conv(3, 3, 32) + _conv(3, 32, 32) + _conv(3, 32, 64) +
+          _conv(3, 64, 96) +  # 147x147x64 -> 73x73x160, beside a max pool
+          _conv(1, 160, 64) + _conv(3, 64, 96) + _conv(1, 160, 64) +
+          2 * _conv_1xn(7, 64, 64) + _conv(3, 64, 96) +  # 71x71x192
+          _conv(3, 192, 192))  # 35x35x384, beside a max pool
+  inception_a = (_conv(1, 384, 96) + _conv(1, 384, 64) + _conv(3, 64, 96) +
+                 _conv(1, 384, 64) + _conv(3, 64, 96) + _conv(3, 96, 96) +
+                 _conv(1, 384, 96))
+  reduction_a = (_conv(3, 384, 384) + _conv(1, 384, 192) +
+                 _conv(3, 192, 224) + _conv(3, 224, 256))  # 1024 out
+  inception_b = (_conv(1, 1024, 384) + _conv(1, 1024, 192) +
+                 _conv_1xn(7, 192, 224) + _conv_1xn(7, 224, 256) +
+                 _conv(1, 1024, 192) + _conv_1xn(7, 192, 192) +
+                 _conv_1xn(7, 192, 224) + _conv_1xn(7, 224, 224) +
+                 _conv_1xn(7, 224, 256) + _conv(1, 1024, 128))
+  reduction_b = (_conv(1, 1024, 192) + _conv(3, 192, 192) +
+                 _conv(1, 1024, 256) + _conv_1xn(7, 256, 256) +
+                 _conv_1xn(7, 256, 320) + _conv(3, 320, 320))  # 1536 out
+  inception_c = (_conv(1, 1536, 256) + _conv(1, 1536, 384) +
+                 2 * _conv_1xn(3, 384, 256) + _conv(1, 1536, 384) +
+                 _conv_1xn(3, 384, 448) + _conv_1xn(3, 448, 512) +
+                 2 * _conv_1xn(3, 512, 256) + _conv(1, 1536, 256))
+  return (stem + 4 * inception_a + reduction_a + 7 * inception_b +
+          reduction_b + 3 * inception_c + _aux_head(1024, num_classes) +
+          _classifier(1536, num_classes))
+
+
+# tf_keras.applications.InceptionResNetV2: 55,813,192 trainable at 1000
+# classes. Same layers as Slim's (batch norm without gamma, biases on the
+# residual projections only), which adds the auxiliary head.
+_INCEPTION_RESNET_V2_1001 = (_reclassed(55813192, 1536, 1001) +
+                             _aux_head(1088, 1001))
 
 
 Spec = collections.namedtuple(
@@ -280,6 +335,35 @@ SPECS = {
                                            1792),
     'mobilenet_v2_035': _mobilenet_v2_spec(1677128, 16, 112, [1, 1, 8, 48],
                                            1280),
+    'inception_v4': Spec(
+        1001, 299, 1536, _inception_v4_params(1001),
+        ['Conv2d_1a_3x3', 'Mixed_3a', 'Mixed_5e', 'Mixed_6h', 'Mixed_7d',
+         'AuxLogits', 'global_pool', 'PreLogitsFlatten'],
+        {'InceptionV4/Conv2d_1a_3x3/weights': [3, 3, 3, 32],
+         'InceptionV4/Mixed_4a/Branch_1/Conv2d_0b_1x7/weights': [
+             1, 7, 64, 64],
+         'InceptionV4/Mixed_7d/Branch_2/Conv2d_0e_3x1/weights': [
+             3, 1, 512, 256],
+         'InceptionV4/AuxLogits/Conv2d_2a/weights': [5, 5, 128, 768],
+         'InceptionV4/AuxLogits/Aux_logits/biases': [1001],
+         'InceptionV4/Logits/Logits/weights': [1536, 1001]}),
+    'inception_resnet_v2': Spec(
+        1001, 299, 1536, _INCEPTION_RESNET_V2_1001,
+        ['Conv2d_1a_3x3', 'MaxPool_5a_3x3', 'Mixed_5b', 'Mixed_6a',
+         'PreAuxLogits', 'Mixed_7a', 'Conv2d_7b_1x1', 'AuxLogits',
+         'global_pool', 'PreLogitsFlatten'],
+        {'InceptionResnetV2/Conv2d_1a_3x3/weights': [3, 3, 3, 32],
+         'InceptionResnetV2/Repeat/block35_10/Conv2d_1x1/biases': [320],
+         'InceptionResnetV2/Repeat_1/block17_20/Branch_1/Conv2d_0b_1x7/'
+         'weights': [1, 7, 128, 160],
+         'InceptionResnetV2/Repeat_2/block8_9/Conv2d_1x1/weights': [
+             1, 1, 448, 2080],
+         'InceptionResnetV2/Block8/Conv2d_1x1/weights': [1, 1, 448, 2080],
+         'InceptionResnetV2/Conv2d_7b_1x1/BatchNorm/moving_mean': [1536],
+         'InceptionResnetV2/AuxLogits/Conv2d_2a_5x5/weights': [
+             5, 5, 128, 768],
+         'InceptionResnetV2/AuxLogits/Logits/weights': [768, 1001],
+         'InceptionResnetV2/Logits/Logits/weights': [1536, 1001]}),
 }
 
 
@@ -400,6 +484,8 @@ def test_num_classes_0_builds_no_classifier_variables(features):
   head = _classifier(spec.feature_depth, spec.num_classes)
   if name == 'inception_v3':
     head += _INCEPTION_V3_AUX_HEAD + _classifier(768, spec.num_classes)
+  if name in _AUX_HEAD_INPUT_DEPTHS:
+    head += _aux_head(_AUX_HEAD_INPUT_DEPTHS[name], spec.num_classes)
   assert trainable_params == spec.trainable_params - head
 
 

@@ -1,0 +1,189 @@
+"""What Inception v4 and Inception-ResNet v2 share: blocks as tables, heads.
+
+Both networks of "Inception-v4, Inception-ResNet and the Impact of Residual
+Connections on Learning", Szegedy et al., 2016
+(https://arxiv.org/abs/1602.07261), are made of the same parts:
+
+* layers named after their kernel, as Slim names them: `Conv2d_0b_1x7` is
+  a convolution 1 pixel high and 7 wide, `MaxPool_1a_3x3` a 3x3 max pool.
+  The tables below give a layer's name and the kernel is read from it;
+* Inception blocks: branches `Branch_0`, `Branch_1`, ... built side by side
+  on the block's input and concatenated along the channels (`Mixed`), a
+  branch sometimes ending in parallel layers concatenated too (`Split`);
+* an auxiliary classifier `AuxLogits` on a 17x17 grid: a 5x5 average pool
+  of stride 3, a 1x1 convolution to 128 channels, a convolution to 768
+  channels as large as what is left of the grid, and a fully connected
+  layer;
+* a classifier `Logits`: an average pool over the whole grid, dropout and a
+  fully connected layer.
+
+Layers are stride 1 and SAME unless the table says otherwise; batch norm
+and activations come from the network's arg scope.
+"""
+
+import collections
+
+from tf2_compat.slim_compat import slim, tf
+
+
+def kernel_size(scope):
+  """'Conv2d_0b_1x7' -> [1, 7]: the kernel a Slim layer name ends in."""
+  height, width = scope.rsplit('_', 1)[1].split('x')
+  return [int(height), int(width)]
+
+
+class Conv(collections.namedtuple('Conv', ['scope', 'depth', 'stride',
+                                           'padding'],
+                                  defaults=(1, 'SAME'))):
+  """A convolution to `depth` channels, its kernel read from `scope`."""
+  __slots__ = ()
+
+  def build(self, net):
+    return slim.conv2d(net, self.depth, kernel_size(self.scope),
+                       stride=self.stride, padding=self.padding,
+                       scope=self.scope)
+
+
+class _Pool(collections.namedtuple('Pool', ['scope', 'stride', 'padding'],
+                                   defaults=(1, 'SAME'))):
+  """A pooling layer, its kernel read from `scope`; see the subclasses."""
+  __slots__ = ()
+  pool_fn = None
+
+  def build(self, net):
+    return self.pool_fn(net, kernel_size(self.scope), stride=self.stride,
+                        padding=self.padding, scope=self.scope)
+
+
+class MaxPool(_Pool):
+  """A max pool, its kernel read from `scope`."""
+  __slots__ = ()
+  pool_fn = staticmethod(slim.max_pool2d)
+
+
+class AvgPool(_Pool):
+  """An average pool, its kernel read from `scope`."""
+  __slots__ = ()
+  pool_fn = staticmethod(slim.avg_pool2d)
+
+
+class Split(collections.namedtuple('Split', ['layers'])):
+  """Layers side by side on one input, their outputs concatenated."""
+  __slots__ = ()
+
+  def build(self, net):
+    return tf.concat([layer.build(net) for layer in self.layers], 3)
+
+
+# Both networks start so (the paper's Figure 3): 299x299x3 -> 147x147x64.
+FIRST_CONVS = (
+    Conv('Conv2d_1a_3x3', 32, 2, 'VALID'),
+    Conv('Conv2d_2a_3x3', 32, 1, 'VALID'),
+    Conv('Conv2d_2b_3x3', 64),
+)
+
+
+def concat_branches(net, branches):
+  """Builds each branch (a sequence of layers) on `net` in its scope
+  `Branch_i` and concatenates their outputs along the channels."""
+  outputs = []
+  for i, branch in enumerate(branches):
+    with tf.variable_scope('Branch_%d' % i):
+      output = net
+      for layer in branch:
+        output = layer.build(output)
+      outputs.append(output)
+  return tf.concat(outputs, 3)
+
+
+class Mixed(collections.namedtuple('Mixed', ['scope', 'branches'])):
+  """An Inception block: branches on one input, concatenated."""
+  __slots__ = ()
+
+  def build(self, net):
+    with tf.variable_scope(self.scope):
+      return concat_branches(net, self.branches)
+
+
+def stack(net, layers, end_points):
+  """Builds `layers` one after the other, each output an end point named
+  after the layer's scope.
+
+  Args:
+    net: the input tensor.
+    layers: `Conv`, `MaxPool`, `AvgPool` or `Mixed` entries.
+    end_points: dict the outputs are added to.
+
+  Returns:
+    The output of the last layer.
+  """
+  for layer in layers:
+    net = end_points[layer.scope] = layer.build(net)
+  return net
+
+
+def aux_logits(net, num_classes, pool_scope, conv_scope, logits_scope):
+  """The auxiliary classifier on a 17x17 grid, in scope `AuxLogits`.
+
+  The names of its pool, of its large convolution and of its logits
+  differ between the published checkpoints, so they are arguments.
+
+  Args:
+    net: the output of the block it classifies, [batch, 17, 17, depth] at
+      the default image size (its side must be at least 5).
+    num_classes: number of classes.
+    pool_scope: name of the 5x5 average pool.
+    conv_scope: name of the convolution to 768 channels.
+    logits_scope: name of the fully connected layer.
+
+  Returns:
+    The auxiliary logits [batch, num_classes].
+  """
+  with tf.variable_scope('AuxLogits'):
+    net = slim.avg_pool2d(net, [5, 5], stride=3, padding='VALID',
+                          scope=pool_scope)
+    net = slim.conv2d(net, 128, [1, 1], scope='Conv2d_1b_1x1')
+    # 5x5 at the default image size: the convolution covers the whole grid.
+    net = slim.conv2d(net, 768, net.get_shape().as_list()[1:3],
+                      padding='VALID', scope=conv_scope)
+    net = slim.flatten(net)
+    return slim.fully_connected(net, num_classes, activation_fn=None,
+                                scope=logits_scope)
+
+
+def classifier(net, num_classes, dropout_keep_prob, end_points, pool_scope,
+               dropout_scope):
+  """Average pool over the whole grid, dropout and logits, in `Logits`.
+
+  Args:
+    net: the last feature map [batch, height, width, depth].
+    num_classes: number of classes; 0 or None builds no classifier and
+      returns the pooled features.
+    dropout_keep_prob: probability that a feature is kept in training.
+    end_points: dict 'global_pool' (the pooled map [batch, 1, 1, depth])
+      and, with classes, 'PreLogitsFlatten' (the features after dropout),
+      'Logits' and 'Predictions' are added to.
+    pool_scope: name of the average pool.
+    dropout_scope: name of the dropout layer.
+
+  Returns:
+    The logits [batch, num_classes], or the pooled features [batch, depth]
+    (before dropout) when num_classes is 0 or None.
+  """
+  with tf.variable_scope('Logits'):
+    grid = net.get_shape()[1:3]
+    if grid.is_fully_defined():
+      net = slim.avg_pool2d(net, grid.as_list(), padding='VALID',
+                            scope=pool_scope)
+    else:
+      net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
+    end_points['global_pool'] = net
+    net = slim.flatten(net, scope='PreLogitsFlatten')
+    if not num_classes:
+      return net
+    net = end_points['PreLogitsFlatten'] = slim.dropout(
+        net, dropout_keep_prob, scope=dropout_scope)
+    logits = end_points['Logits'] = slim.fully_connected(
+        net, num_classes, activation_fn=None, scope='Logits')
+    end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
+  return logits
