@@ -5,7 +5,11 @@
       --model_name=lenet --checkpoint_path=train_dir/lenet
 
 --checkpoint_path is a checkpoint prefix or a directory (its newest
-readable checkpoint). Every example of the split is counted exactly once,
+readable checkpoint). With --exported_model=PATH (a frozen GraphDef, a
+SavedModel folder or a .tflite file from export_inference_graph.py) the
+artifact is evaluated instead, and its accuracy printed beside the
+checkpoint's with the share of images both give the same top-1 class (no
+summaries are written then). Every example of the split is counted exactly once,
 the last partial batch included. With --num_clones N (and --clone_on_cpu) each clone
 evaluates its own batch of --batch_size per run and the counts add up. The figures are printed and written as summaries
 `eval/Accuracy` and `eval/Recall_5` to --eval_dir.
@@ -20,6 +24,7 @@ import numpy as np
 
 from datasets import tfrecord_check
 from deployment import model_deploy
+from exporting import verify
 from tf2_compat.slim_compat import slim, tf
 from training import checkpoint_fit
 from training import cli
@@ -44,6 +49,10 @@ flags.DEFINE_string('eval_dir', '/tmp/tfmodel/',
                     'Directory where the summaries are written.')
 flags.DEFINE_integer('eval_image_size', None,
                      'Eval image size; None: the network default.')
+flags.DEFINE_string('exported_model', None,
+                    'Evaluate this exported model (frozen GraphDef, '
+                    'SavedModel folder or .tflite file) beside '
+                    '--checkpoint_path.')
 flags.DEFINE_bool('quantize', False,
                   'Unsupported: needed tf.contrib.quantize.')
 
@@ -72,6 +81,8 @@ class EvalConfig:
     eval_dir: where the summaries are written.
     moving_average_decay: restore the moving averages of the weights kept
       with this decay; None: the weights.
+    exported_model: the exported model to evaluate beside the checkpoint;
+      None: the checkpoint alone.
   """
   checkpoint_path: str
   checkpoint: str
@@ -82,6 +93,7 @@ class EvalConfig:
   max_num_batches: typing.Optional[int]
   eval_dir: str
   moving_average_decay: typing.Optional[float]
+  exported_model: typing.Optional[str] = None
 
   @property
   def choices(self):
@@ -100,11 +112,9 @@ def eval_config(flag_values):
   Raises:
     UsageError: with one line per problem found.
   """
-  f = (flag_values if isinstance(flag_values, run_config.FlagSnapshot)
-       else run_config.FlagSnapshot.of(flag_values))
+  f = run_config.FlagSnapshot.read(flag_values)
   problems = Problems()
-  flag_checks.check_finite(f, problems)
-  flag_checks.check_ranges(f, flag_checks.EVAL_RANGES, problems)
+  flag_checks.check_numbers(f, flag_checks.EVAL_RANGES, problems)
   problems.check(not f.quantize, '--quantize relied on tf.contrib.quantize, '
                  'which TF 2.x removed; drop the flag')
   checkpoint = problems.attempt(resume_check.readable_checkpoint,
@@ -130,10 +140,14 @@ def eval_config(flag_values):
       deployment=model_deploy.DeploymentConfig(num_clones=f.num_clones,
                                                clone_on_cpu=f.clone_on_cpu),
       master=f.master, max_num_batches=f.max_num_batches,
-      eval_dir=f.eval_dir, moving_average_decay=f.moving_average_decay)
+      eval_dir=f.eval_dir, moving_average_decay=f.moving_average_decay,
+      exported_model=f.exported_model)
 
 
 def evaluate_and_report(config):
+  if config.exported_model:
+    report_exported(config)
+    return
   accuracy, recall, examples, step = evaluate(config)
   write_summaries(config.eval_dir, accuracy, recall, step)
   print('eval/Accuracy[%.4f]' % accuracy)
@@ -141,6 +155,19 @@ def evaluate_and_report(config):
   print('%s %s: accuracy %.2f%% on %d examples (checkpoint step %d)' % (
       config.inputs.dataset_name, config.inputs.dataset_split_name,
       100 * accuracy, examples, step))
+
+
+def report_exported(config):
+  """Prints the accuracy of config.exported_model beside its checkpoint's."""
+  comparison = verify.compare(config, config.exported_model)
+  print('%s %s: %s %s: accuracy %.2f%% on %d examples' % (
+      config.inputs.dataset_name, config.inputs.dataset_split_name,
+      comparison.kind, config.exported_model, 100 * comparison.accuracy,
+      comparison.num_examples))
+  print('%s %s: checkpoint %s: accuracy %.2f%%; top-1 agreement %.2f%%' % (
+      config.inputs.dataset_name, config.inputs.dataset_split_name,
+      config.checkpoint, 100 * comparison.checkpoint_accuracy,
+      100 * comparison.agreement))
 
 
 def evaluate(config):

@@ -12,7 +12,9 @@ One machine, 2 CPU clones, the embedded digits dataset:
 `--batch_size` is per clone. The start-up log prints the global batch per
 step (batch_size x num_clones, x accumulation_steps, x
 replicas_to_aggregate with sync replicas), the steps per epoch and, when
-the learning rate decays, the decay steps that follow from it.
+the learning rate decays, the decay steps that follow from it. NASNet and
+PNASNet schedule drop path over the run's --max_number_of_steps (the log
+says over how many steps).
 
 Training resumes from the latest checkpoint in --train_dir; while there is
 none, --checkpoint_path (minus --checkpoint_exclude_scopes) initialises the
@@ -50,6 +52,7 @@ from training import optimizers
 from training import preemption
 from training import resume_check
 from training import run_config
+from training import schedule
 from training import train_dir_lock
 from training import watchdog as watchdog_lib
 from training.errors import LastingFailure
@@ -149,8 +152,9 @@ def train(config, master, stop, extra_hooks=()):
       with watchdog.watching('the start of the session (initialising or '
                              'restoring the model, the first checkpoint)',
                              counts_as_step=False):
-        session = session_scope.enter_context(
-            training_session(config, graph, master, extra_hooks))
+        session = session_scope.enter_context(training_session(
+            config, graph, master,
+            list(extra_hooks) + [watchdog.closing_hook()]))
       stop.training_started()
       steps = 0
       while not session.should_stop() and not stop.requested:
@@ -186,12 +190,17 @@ def build_training_graph(config):
   with tf.device(deployment.variables_device()):
     global_step = tf.train.get_or_create_global_step()
   batches = input_batches(config)
+  network_kwargs, drop_path_line = schedule.drop_path_span(
+      config.model.network_fn, config.loop.max_number_of_steps)
+  if drop_path_line:
+    tf.logging.info(drop_path_line)
 
   def clone_fn():
     with tf.device(deployment.inputs_device()):
       images, labels = batches.next_batch()
     logits, end_points = config.model.network_fn(
-        tf.cast(images, precision.compute_dtype(config.update.precision)))
+        tf.cast(images, precision.compute_dtype(config.update.precision)),
+        **network_kwargs)
     add_losses(logits, end_points, labels, config.model.num_classes,
                config.label_smoothing)
     return end_points

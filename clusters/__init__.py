@@ -9,9 +9,13 @@
     its command line; `local_cluster`, the tasks' processes; `restarts`,
     what a failed task leads to; `machine`, what the machine can hold;
     `process_tree`, that nothing the tasks start outlives the launcher;
-    `task_output`, the output relayed, whatever becomes of it.
+    `task_output`, the output relayed, whatever becomes of it;
+    `task_watch`, the tasks that make no progress;
+    `script_contract`, what it reads of the training script (its
+    progress line, two flags), imported by both.
   * `slurm`: the task of a srun job step, through TensorFlow's
-    SlurmClusterResolver; a ps task that ends with the workers.
+    SlurmClusterResolver, its variables checked by `srun_step`; a ps task
+    that ends with the workers.
   * `replica_session`: a replica's training session, the cluster check
     and the hook that logs the placement report.
 """

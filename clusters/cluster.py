@@ -40,8 +40,8 @@ Typical use (what train_image_classifier.py does):
 The server functions (`start_server`, `check_port`, `PortUnavailable`,
 `serve_until_stopped`), `unreachable_workers` and the placement report
 (`placement_report`, `placement_by_device`, `DeviceLoad`) lived here
-before; their old names `clusters.cluster.X` (and `deployment.cluster.X`)
-still work.
+before; their old names `clusters.cluster.X` still work, with a
+DeprecationWarning, through old_paths (see `__getattr__` below).
 """
 
 import json
@@ -51,18 +51,6 @@ from clusters import addresses
 from deployment import deployment_config
 from deployment import device_placement
 from tf2_compat.slim_compat import tf
-
-# Old paths of names that moved to their own modules (see above).
-# pylint: disable=unused-import
-from clusters.peers import unreachable_workers
-from clusters.servers import PortUnavailable
-from clusters.servers import check_port
-from clusters.servers import serve_until_stopped
-from clusters.servers import start_server
-from deployment.device_placement import DeviceLoad
-from deployment.device_placement import placement_by_device
-from deployment.device_placement import placement_report
-# pylint: enable=unused-import
 
 PS_JOB = device_placement.PS_JOB
 WORKER_JOB = 'worker'
@@ -346,3 +334,10 @@ def from_flags_and_env(ps_hosts, worker_hosts, job_name, task_index=None,
     raise ValueError('--task=%d but TF_CONFIG says task index %d; drop --task'
                      % (task_index, from_env.task_index))
   return from_args or from_env
+
+
+def __getattr__(name):
+  """The names that left this module, by their old path: see old_paths,
+  which only such a name loads."""
+  import old_paths  # pylint: disable=g-import-not-at-top
+  return old_paths.moved_name(__name__, name)

@@ -70,18 +70,9 @@ import sys
 from clusters import task_watch
 from clusters.local_cluster import LocalCluster
 from clusters.local_cluster import check_timeout
-from clusters.local_cluster import exit_status
-from clusters.local_cluster import tf_config
-from clusters.machine import HOST
 from clusters.machine import TASK_MEMORY_MIB
-from clusters.machine import check_memory
-from clusters.machine import free_ports
-from clusters.machine import make_room_for_files
-from clusters.machine import mem_available_mib
 
-__all__ = ['HOST', 'TASK_MEMORY_MIB', 'LocalCluster', 'check_memory',
-           'exit_status', 'free_ports', 'main', 'make_room_for_files',
-           'mem_available_mib', 'parse_args', 'tf_config']
+__all__ = ['OPTIONS', 'main', 'parse_args']
 
 _NO_LIMIT = None
 
@@ -186,6 +177,14 @@ def main(argv=None):
     return 128 + signum
   finally:
     local.stop()
+
+
+def __getattr__(name):
+  """The names this module re-exported before clusters/machine.py and
+  clusters/local_cluster.py had them: see old_paths, which only such a name
+  loads."""
+  import old_paths  # pylint: disable=g-import-not-at-top
+  return old_paths.moved_name(__name__, name)
 
 
 if __name__ == '__main__':

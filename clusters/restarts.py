@@ -29,6 +29,8 @@ import os
 import re
 import threading
 
+from clusters import script_contract
+
 ALL_REDUCE = 'all-reduce'
 SYNC_PS = 'synchronous ps'
 ASYNC_PS = 'asynchronous ps'
@@ -39,8 +41,6 @@ GIVE_UP = 'give up'
 
 BAD_INPUT_STATUS = 2
 
-# The progress line of train_image_classifier.py (training/hooks.py).
-STEP_LINE = re.compile(r'\bstep (\d+): loss = ')
 _LATEST_CHECKPOINT = re.compile(r'^model_checkpoint_path:\s*"(.*)"\s*$',
                                 re.M)
 _FALSE = ('false', 'f', '0')
@@ -85,13 +85,13 @@ def read_script_args(command):
     if not arg.startswith('-'):
       continue
     name, has_value, value = arg.lstrip('-').partition('=')
-    if name == 'train_dir':
+    if name == script_contract.TRAIN_DIR_FLAG:
       if not has_value and args:
         value = args.pop(0)
       train_dir = value
-    elif name == 'sync_replicas':
+    elif name == script_contract.SYNC_REPLICAS_FLAG:
       sync_replicas = not has_value or value.lower() not in _FALSE
-    elif name == 'nosync_replicas':
+    elif name == 'no' + script_contract.SYNC_REPLICAS_FLAG:
       sync_replicas = False
   return ScriptArgs(train_dir, sync_replicas)
 
@@ -305,7 +305,7 @@ def rollback_line(train_dir, resumed, logged):
 
 class StepLog:
   """The highest global step the workers logged since the cluster last
-  started, read from their progress lines (STEP_LINE): the highest of
+  started, read from their progress lines (script_contract.STEP_LINE): the highest of
   each task's latest, so that a cluster taken back to a checkpoint counts
   from there.
 
@@ -328,7 +328,7 @@ class StepLog:
 
   def observe(self, start, task_name, line):
     """Counts `line`, relayed from `task_name` of start number `start`."""
-    match = STEP_LINE.search(line)
+    match = script_contract.STEP_LINE.search(line)
     if match is None:
       return
     with self._lock:

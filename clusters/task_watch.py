@@ -26,6 +26,7 @@ import time
 
 from clusters import process_tree
 from clusters import restarts
+from clusters import script_contract
 
 CHIEF = 'worker0'
 STOPPED_REPORT_SECS = 30.0
@@ -86,7 +87,7 @@ class TaskWatch:
     now = self._clock.monotonic()
     with self._lock:
       self._last_line[task_name] = (now, line.strip())
-      if restarts.STEP_LINE.search(line):
+      if script_contract.STEP_LINE.search(line):
         previous = self._last_step_line.get(task_name)
         if previous is not None:
           self._longest_gap[task_name] = max(

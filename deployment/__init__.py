@@ -1,11 +1,18 @@
 """Slim models over clones and replicas: the public API and its graph mechanics; imports tf2_compat.
 
   * `model_deploy` (with `deployment_config`): upstream Slim's API.
-  * The graph mechanics it builds on: `device_placement`, `gradients`,
-    `accumulation`, `precision`, `collectives`, `sync_batch_norm`,
-    `argument_checks`.
+  * The graph mechanics it builds on: `device_placement`, `clone_losses`,
+    `gradients`, `accumulation`, `apply_when`, `update`, `precision`,
+    `collectives`, `sync_batch_norm`, `argument_checks`.
 
-`slim_compat`, `run_slim`, `contrib_stubs` and `quiet` (now in
-`tf2_compat`), `cluster` and `launch` (now in `clusters`) stay here as
-re-exports of their old paths.
+The modules that moved to `tf2_compat` and `clusters` keep their old paths
+here (`deployment.slim_compat`, `deployment.launch`, ...) as files of
+old_paths/deployment/, which warn; this package only adds that folder to
+its search path, and imports none of them.
 """
+
+import os
+
+__path__.append(os.path.join(  # pylint: disable=undefined-variable
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'old_paths',
+    'deployment'))

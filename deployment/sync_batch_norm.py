@@ -34,6 +34,7 @@ import threading
 from tf_slim.layers import layers as slim_layers
 
 from deployment import collectives
+from tf2_compat import patching
 from tf2_compat.slim_compat import tf
 
 _PlainLayer = slim_layers.normalization_layers.BatchNormalization
@@ -169,7 +170,6 @@ def _normalize(x, scale, offset, mean, variance, epsilon):
 _building = threading.local()
 _patch_lock = threading.Lock()
 _patch_users = 0
-_saved = None
 
 
 def _current():
@@ -181,6 +181,9 @@ class _LayerModule:
   """Stands in for the module tf-slim takes BatchNormalization from: the
   synchronized layer inside `synchronized`, tf-slim's own elsewhere."""
 
+  def __init__(self, original):
+    self._original = original
+
   def BatchNormalization(self, *args, **kwargs):  # pylint: disable=invalid-name
     current = _current()
     if current is None:
@@ -189,7 +192,7 @@ class _LayerModule:
     return SyncBatchNormalization(*args, group=group, member=member, **kwargs)
 
   def __getattr__(self, name):
-    return getattr(_saved[0], name)
+    return getattr(self._original, name)
 
 
 def _unfused_instead(original_fused, batch_norm_function):
@@ -214,16 +217,23 @@ def _unfused_instead(original_fused, batch_norm_function):
   return fused_batch_norm
 
 
+# What tf-slim's layer module is pointed at while any thread is in
+# `synchronized`, installed and put back as the compatibility layer's fixes
+# are (tf2_compat/patching.py).
+_TARGETS = (
+    (slim_layers, 'normalization_layers', _LayerModule),
+    (slim_layers, '_fused_batch_norm',
+     lambda original: _unfused_instead(original,
+                                       slim_layers.batch_norm.__wrapped__)),
+)
+
+
 def _patch():
   """Points tf-slim at the stand-ins while any thread is in `synchronized`."""
-  global _patch_users, _saved
+  global _patch_users
   with _patch_lock:
     if _patch_users == 0:
-      _saved = (slim_layers.normalization_layers,
-                slim_layers._fused_batch_norm)  # pylint: disable=protected-access
-      slim_layers.normalization_layers = _LayerModule()
-      slim_layers._fused_batch_norm = _unfused_instead(  # pylint: disable=protected-access
-          _saved[1], slim_layers.batch_norm.__wrapped__)
+      patching.install(_TARGETS)
     _patch_users += 1
 
 
@@ -232,8 +242,7 @@ def _unpatch():
   with _patch_lock:
     _patch_users -= 1
     if _patch_users == 0:
-      (slim_layers.normalization_layers,
-       slim_layers._fused_batch_norm) = _saved  # pylint: disable=protected-access
+      patching.uninstall(_TARGETS)
 
 
 @contextlib.contextmanager

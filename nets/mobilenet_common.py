@@ -1,10 +1,12 @@
-"""What MobileNet v1 and v2 share: their layer defaults and their classifier.
+"""What MobileNet v1, v2 and v3 share: their layer defaults and their
+classifier.
 
-Both networks train with the same arg scope (batch norm after every
+The networks train with the same arg scope (batch norm after every
 convolution, ReLU6, truncated-normal weights, L2 decay) but for the decay
-of the depthwise weights and the batch-norm decay, and both end in the
+of the depthwise weights and the batch-norm decay, and all end in the
 same classifier on globally pooled features: dropout, then a 1x1
-convolution `Conv2d_1c_1x1`, inside their `Logits` scope.
+convolution `Conv2d_1c_1x1`, inside their `Logits` scope. v2 and v3 also
+pool and name their end points alike (`pooled_logits`).
 """
 
 from tf2_compat.slim_compat import slim, tf
@@ -67,3 +69,30 @@ def classifier(pooled, num_classes, dropout_keep_prob, spatial_squeeze,
   if spatial_squeeze:
     net = tf.squeeze(net, [1, 2], name='SpatialSqueeze')
   return net
+
+
+def pooled_logits(net, end_points, num_classes, dropout_keep_prob,
+                  spatial_squeeze, prediction_fn):
+  """MobileNet v2's and v3's `Logits` scope: global pooling, classifier.
+
+  Args:
+    net: the last feature map [batch, height, width, depth].
+    end_points: the network's end points; gets 'global_pool' and, with
+      classes, 'Logits' and 'Predictions'.
+    num_classes, dropout_keep_prob, spatial_squeeze: as for `classifier`.
+    prediction_fn: turns logits into end_points['Predictions'].
+
+  Returns:
+    The logits [batch, num_classes], or the pooled features when
+    num_classes is 0 or None.
+  """
+  with tf.variable_scope('Logits'):
+    net = end_points['global_pool'] = tf.reduce_mean(
+        net, [1, 2], keepdims=True, name='global_pool')
+    logits = classifier(net, num_classes, dropout_keep_prob, spatial_squeeze,
+                        dropout_scope='Dropout',
+                        biases_initializer=tf.zeros_initializer())
+  if num_classes:
+    end_points['Logits'] = logits
+    end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
+  return logits

@@ -165,17 +165,9 @@ def mobilenet_v2(inputs,
       net = end_points['layer_%d' % (len(blocks) + 2)] = slim.conv2d(
           net, last_depth, [1, 1], scope='Conv_1')
 
-      with tf.variable_scope('Logits'):
-        net = end_points['global_pool'] = tf.reduce_mean(
-            net, [1, 2], keepdims=True, name='global_pool')
-        logits = mobilenet_common.classifier(
-            net, num_classes, dropout_keep_prob, spatial_squeeze,
-            dropout_scope='Dropout',
-            biases_initializer=tf.zeros_initializer())
-      if not num_classes:
-        return logits, end_points
-      end_points['Logits'] = logits
-      end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
+      logits = mobilenet_common.pooled_logits(
+          net, end_points, num_classes, dropout_keep_prob, spatial_squeeze,
+          prediction_fn)
   return logits, end_points
 
 

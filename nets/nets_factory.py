@@ -24,6 +24,9 @@ from nets import inception_v4
 from nets import lenet
 from nets import mobilenet_v1
 from nets import mobilenet_v2
+from nets import mobilenet_v3
+from nets import nasnet
+from nets import pnasnet
 from nets import slim_nets
 
 networks_map = {
@@ -52,6 +55,19 @@ networks_map = {
     'mobilenet_v2': mobilenet_v2.mobilenet_v2,
     'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_140,
     'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_035,
+    'mobilenet_v3_small': mobilenet_v3.mobilenet_v3_small,
+    'mobilenet_v3_large': mobilenet_v3.mobilenet_v3_large,
+    'mobilenet_v3_small_minimalistic':
+        mobilenet_v3.mobilenet_v3_small_minimalistic,
+    'mobilenet_v3_large_minimalistic':
+        mobilenet_v3.mobilenet_v3_large_minimalistic,
+    'mobilenet_edgetpu': mobilenet_v3.mobilenet_edgetpu,
+    'mobilenet_edgetpu_075': mobilenet_v3.mobilenet_edgetpu_075,
+    'nasnet_cifar': nasnet.nasnet_cifar,
+    'nasnet_mobile': nasnet.nasnet_mobile,
+    'nasnet_large': nasnet.nasnet_large,
+    'pnasnet_mobile': pnasnet.pnasnet_mobile,
+    'pnasnet_large': pnasnet.pnasnet_large,
     'inception_v4': inception_v4.inception_v4,
     'inception_resnet_v2': inception_resnet_v2.inception_resnet_v2,
 }
@@ -82,6 +98,17 @@ arg_scopes_map = {
     'mobilenet_v2': mobilenet_v2.mobilenet_v2_arg_scope,
     'mobilenet_v2_140': mobilenet_v2.mobilenet_v2_arg_scope,
     'mobilenet_v2_035': mobilenet_v2.mobilenet_v2_arg_scope,
+    'mobilenet_v3_small': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_v3_large': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_v3_small_minimalistic': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_v3_large_minimalistic': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_edgetpu': mobilenet_v3.mobilenet_v3_arg_scope,
+    'mobilenet_edgetpu_075': mobilenet_v3.mobilenet_v3_arg_scope,
+    'nasnet_cifar': nasnet.nasnet_cifar_arg_scope,
+    'nasnet_mobile': nasnet.nasnet_mobile_arg_scope,
+    'nasnet_large': nasnet.nasnet_large_arg_scope,
+    'pnasnet_mobile': pnasnet.pnasnet_mobile_arg_scope,
+    'pnasnet_large': pnasnet.pnasnet_large_arg_scope,
     'inception_v4': inception_v4.inception_v4_arg_scope,
     'inception_resnet_v2': inception_resnet_v2.inception_resnet_v2_arg_scope,
 }

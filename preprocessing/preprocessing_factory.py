@@ -29,7 +29,10 @@ _VGG_STYLE = (
     'resnet_v2_152', 'resnet_v2_200', 'vgg', 'vgg_a', 'vgg_16', 'vgg_19')
 
 preprocessing_fn_map = dict(
-    [('cifarnet', cifarnet_preprocessing), ('lenet', lenet_preprocessing)]
+    # nasnet_cifar has no entry upstream (--preprocessing_name=cifarnet
+    # there): CIFAR-10's preprocessing, as CifarNet's.
+    [('cifarnet', cifarnet_preprocessing), ('lenet', lenet_preprocessing),
+     ('nasnet_cifar', cifarnet_preprocessing)]
     + [(name, inception_preprocessing) for name in _INCEPTION_STYLE]
     + [(name, vgg_preprocessing) for name in _VGG_STYLE])
 

@@ -16,6 +16,23 @@ def graph():
     yield g
 
 
+@pytest.fixture(scope='module')
+def identity_equality_for_tensors():
+  """Builds the deep networks several times faster, for the modules that
+  build them (`pytestmark = pytest.mark.usefixtures(...)`).
+
+  With TF 2's tensor equality on, tf-keras' legacy layers check each new
+  weight against every trainable variable of the graph through an
+  expensive `Variable.__eq__`, so building a network is quadratic in its
+  variables (resnet_v2_200: ~20 s). Inside a graph, equality and hashing of
+  tensors are by identity either way; only the cost changes. TF 2's default
+  is restored afterwards.
+  """
+  tf.disable_tensor_equality()
+  yield
+  tf.enable_tensor_equality()
+
+
 @pytest.fixture(scope='session')
 def digits_dir(tmp_path_factory):
   """The embedded digits dataset, converted once per test run."""

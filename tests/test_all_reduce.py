@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from deployment import collectives
-from clusters import launch
+from clusters import machine
 from deployment import model_deploy
 from tf2_compat.slim_compat import slim
 from tf2_compat.slim_compat import tf
@@ -98,7 +98,7 @@ class Cluster:
 
   def __init__(self, num_workers, **deployment_kwargs):
     self._deployment_kwargs = deployment_kwargs
-    self.hosts = ['127.0.0.1:%d' % p for p in launch.free_ports(num_workers)]
+    self.hosts = ['127.0.0.1:%d' % p for p in machine.free_ports(num_workers)]
     self.servers = []
     for index in range(num_workers):
       config = model_deploy.session_config(self.deployment(index))

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from clusters import launch
+from clusters import local_cluster
+from clusters import machine
 from tf2_compat.slim_compat import tf
 from tests import test_all_reduce
 from tests.script_runner import REPO
@@ -146,14 +148,14 @@ def test_a_killed_worker_stops_the_other_within_the_timeout(digits_dir,
 def test_workers_given_different_clusters_stop_before_writing(digits_dir,
                                                              tmp_path):
   train_dir = str(tmp_path / 'train')
-  ports = launch.free_ports(3)
+  ports = machine.free_ports(3)
   hosts = ['127.0.0.1:%d' % p for p in ports]
   args = _train_args(digits_dir, train_dir, 20, '--collective_timeout_secs=30')
   processes = []
   for index, workers in ((0, hosts[:2]), (1, hosts)):
     processes.append(start_script(
         'train_image_classifier.py', *args,
-        env={'TF_CONFIG': launch.tf_config([], workers, 'worker', index)}))
+        env={'TF_CONFIG': local_cluster.tf_config([], workers, 'worker', index)}))
   try:
     outputs = [p.communicate(timeout=LAUNCH_TIMEOUT)[0] for p in processes]
   finally:
@@ -189,7 +191,7 @@ def test_averaging_every_ten_steps_reaches_96_percent_on_digits(digits_dir,
       '--end_learning_rate=1e-5', '--replica_averaging_steps=10',
       '--max_number_of_steps=450', '--log_every_n_steps=100',
       '--save_interval_secs=600', '--shuffle_seed=1', '--random_seed=1',
-      '--train_dir=%s' % train_dir])
+      '--train_dir=%s' % train_dir], timeout=300)  # 100 s alone; CI is busier.
   assert _step_lines(log, 'worker1')[-1] == 399
   assert _checkpoint_step(train_dir) == 450
   accuracy = digits_accuracy(digits_dir, train_dir)

@@ -31,6 +31,7 @@ from tests.script_runner import REPO
 from tests.script_runner import assert_one_usage_error
 from tests.script_runner import run_script
 from tests.script_runner import script_env
+from tf2_compat.slim_compat import tf
 
 # "Within seconds", on 2 cores shared with other test runs.
 PROMPT_SECS = 60
@@ -407,9 +408,14 @@ def test_an_empty_class_folder_is_refused_naming_it(tmp_path):
 
 
 @pytest.mark.parametrize('model_name', sorted(nets_factory.networks_map))
-def test_every_network_has_a_default_preprocessing(model_name):
-  # The scripts use --preprocessing_name or, by default, --model_name.
-  assert callable(preprocessing_factory.get_preprocessing(model_name))
+def test_every_network_has_a_default_preprocessing(graph, model_name):
+  # The scripts use --preprocessing_name or, by default, --model_name; the
+  # evaluation preprocessing makes an image of the network's input size.
+  size = nets_factory.networks_map[model_name].default_image_size
+  preprocess = preprocessing_factory.get_preprocessing(model_name)
+  image = preprocess(tf.zeros([50, 60, 3], tf.uint8), size, size)
+  assert image.shape.as_list() == [size, size, 3]
+  assert image.dtype == tf.float32
 
 
 def test_mobilenet_v1_variants_use_inception_preprocessing():

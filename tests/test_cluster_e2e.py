@@ -73,11 +73,13 @@ class _Launch:
   """`python -m clusters.launch ... -- PROGRAM ARGS` in its own process
   group; PROGRAM is the training script unless given."""
 
-  def __init__(self, log_path, num_ps, num_workers, args, program=(TRAIN,)):
+  def __init__(self, log_path, num_ps, num_workers, args, program=(TRAIN,),
+               timeout=LAUNCH_TIMEOUT):
     self.log_path = log_path
+    self.timeout = timeout
     command = [sys.executable, '-m', 'clusters.launch',
                '--num_ps', str(num_ps), '--num_workers', str(num_workers),
-               '--timeout', str(LAUNCH_TIMEOUT), '--intra_op_threads', '1',
+               '--timeout', str(timeout), '--intra_op_threads', '1',
                '--inter_op_threads', '1', '--grace_secs', '5', '--'
               ] + list(program) + list(args)
     with open(log_path, 'w') as log:
@@ -91,10 +93,10 @@ class _Launch:
 
   def wait(self):
     try:
-      return self.process.wait(timeout=LAUNCH_TIMEOUT + 30)
+      return self.process.wait(timeout=self.timeout + 30)
     except subprocess.TimeoutExpired:
       pytest.fail('launcher still running after %d s:\n%s' % (
-          LAUNCH_TIMEOUT + 30, self.log()[-3000:]))
+          self.timeout + 30, self.log()[-3000:]))
 
   def kill(self):
     """SIGKILLs the launcher and any task that outlived it."""
@@ -128,9 +130,11 @@ def launcher(tmp_path):
     launched.kill()
 
 
-def _run_to_end(log_path, num_ps, num_workers, args, program=(TRAIN,)):
-  """Runs a cluster until the launcher exits 0; returns the launcher's log."""
-  launched = _Launch(log_path, num_ps, num_workers, args, program)
+def _run_to_end(log_path, num_ps, num_workers, args, program=(TRAIN,),
+                timeout=LAUNCH_TIMEOUT):
+  """Runs a cluster until the launcher exits 0 (its --timeout: `timeout`
+  seconds); returns the launcher's log."""
+  launched = _Launch(log_path, num_ps, num_workers, args, program, timeout)
   try:
     status = launched.wait()
   finally:

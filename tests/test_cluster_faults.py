@@ -13,7 +13,8 @@ import pytest
 
 from clusters import addresses
 from clusters import cluster
-from clusters import launch
+from clusters import local_cluster
+from clusters import machine
 from clusters import peers
 from clusters import servers
 from tf2_compat.slim_compat import tf
@@ -33,7 +34,7 @@ SIGTERM_STATUS = 128 + signal.SIGTERM
 
 
 def _tf_config(ps_hosts, worker_hosts, job_name='worker', index=0):
-  return {'TF_CONFIG': launch.tf_config(ps_hosts, worker_hosts, job_name,
+  return {'TF_CONFIG': local_cluster.tf_config(ps_hosts, worker_hosts, job_name,
                                         index)}
 
 
@@ -100,7 +101,7 @@ GRPC_GREETING = b'\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x04\x00\x40\x00\x00'
 
 
 def test_nothing_listening_is_connection_refused():
-  address = '127.0.0.1:%d' % launch.free_ports(1)[0]
+  address = '127.0.0.1:%d' % machine.free_ports(1)[0]
   assert peers.why_not_answering(address) == 'connection refused'
 
 
@@ -184,7 +185,7 @@ def test_a_worker_dying_while_probed_is_found_within_the_settle_time():
 
 
 def test_a_tensorflow_server_answers():
-  address = '127.0.0.1:%d' % launch.free_ports(1)[0]
+  address = '127.0.0.1:%d' % machine.free_ports(1)[0]
   server = servers.start_server(
       cluster.ClusterTask([], [address], 'worker', 0))
   assert peers.why_not_answering(address) is None
@@ -235,7 +236,7 @@ def test_a_taken_port_is_one_error_line_with_status_2(digits_dir, tmp_path,
   train_dir = str(tmp_path / 'train')
   holder = socket.create_server(('127.0.0.1', 0))
   taken = '127.0.0.1:%d' % holder.getsockname()[1]
-  other = '127.0.0.1:%d' % launch.free_ports(1)[0]
+  other = '127.0.0.1:%d' % machine.free_ports(1)[0]
   ps_hosts, worker_hosts = ([taken], [other]) if job_name == 'ps' else (
       [other], [taken])
   started = time.monotonic()
@@ -298,9 +299,9 @@ def test_a_worker_waiting_for_its_ps_says_so_and_ends_on_sigterm(
   train_dir = str(tmp_path / 'train')
   listener = _SilentListener() if ps_kind == 'silent' else None
   ps_address = (listener.address if listener else
-                '127.0.0.1:%d' % launch.free_ports(1)[0])
+                '127.0.0.1:%d' % machine.free_ports(1)[0])
   process = _start_task(digits_dir, train_dir, ps_address,
-                        '127.0.0.1:%d' % launch.free_ports(1)[0])
+                        '127.0.0.1:%d' % machine.free_ports(1)[0])
   reader = LineReader(process.stdout)
   try:
     reader.until(r'started worker task 0', timeout=120)
@@ -327,7 +328,7 @@ def test_a_step_that_never_ends_stops_on_the_second_sigterm(digits_dir,
                                                             tmp_path):
   train_dir = str(tmp_path / 'train')
   ps_address, worker_address = ['127.0.0.1:%d' % p
-                                for p in launch.free_ports(2)]
+                                for p in machine.free_ports(2)]
   ps = _start_task(digits_dir, train_dir, ps_address, worker_address, 'ps')
   worker = _start_task(digits_dir, train_dir, ps_address, worker_address)
   reader = LineReader(worker.stdout)
@@ -365,7 +366,7 @@ def test_a_ps_task_that_stops_answering_is_named_and_the_worker_exits(
     digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
   ps_address, worker_address = ['127.0.0.1:%d' % p
-                                for p in launch.free_ports(2)]
+                                for p in machine.free_ports(2)]
   ps = _start_task(digits_dir, train_dir, ps_address, worker_address, 'ps')
   worker = start_script(
       TRAIN, *_train_args(digits_dir, train_dir, '--step_timeout_secs=3'),

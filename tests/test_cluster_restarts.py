@@ -28,7 +28,7 @@ from tests.test_cluster_e2e import _checkpoint_step
 # such modules', never beside them.
 pytestmark = pytest.mark.xdist_group('loopback')
 
-TIMEOUT = 300
+TIMEOUT = 600
 STEP = r'^\[worker\d\] INFO:tensorflow:step (\d+): loss'
 
 
@@ -38,6 +38,7 @@ class _Launch(test_cluster_e2e._Launch):
 
   def __init__(self, log_path, module, options, args):  # pylint: disable=super-init-not-called
     self.log_path = log_path
+    self.timeout = TIMEOUT
     command = [sys.executable, '-m', module, '--timeout', str(TIMEOUT),
                '--intra_op_threads', '1', '--inter_op_threads', '1',
                '--grace_secs', '5'] + list(options) + [
@@ -126,7 +127,7 @@ def test_all_reduce_restarted_after_a_sigkill_keeps_the_accuracy(
     launcher, digits_dir, tmp_path):
   interrupted = str(tmp_path / 'interrupted')
   uninterrupted = str(tmp_path / 'uninterrupted')
-  run = launcher('interrupted', 'deployment.launch',
+  run = launcher('interrupted', 'clusters.launch',
                  ['--num_ps', '0', '--num_workers', '2', '--max_restarts',
                   '1'], _all_reduce_args(digits_dir, interrupted))
   # The uninterrupted run goes on beside it.

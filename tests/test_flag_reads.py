@@ -1,7 +1,8 @@
 """After validation the scripts read no flag: they read their typed configs.
 
-Two checks. The source: no `.flags` attribute is read in the scripts and
-training/, and FLAGS only in `main()`, on every path, error paths too.
+Two checks. The source: no `.flags` attribute is read in the scripts,
+training/ and exporting/, and FLAGS only in `main()`, on every path, error
+paths too.
 The run: training and evaluation work from flags that raise on any read
 once validated (tests/sealed_flags.py), with FLAGS unparsed.
 """
@@ -24,9 +25,10 @@ from training import run_config
 from training.flags import FLAGS
 
 SOURCES = sorted(
-    ['train_image_classifier.py', 'eval_image_classifier.py'] +
-    [os.path.relpath(path, REPO)
-     for path in glob.glob(os.path.join(REPO, 'training', '*.py'))])
+    ['train_image_classifier.py', 'eval_image_classifier.py',
+     'export_inference_graph.py'] +
+    [os.path.relpath(path, REPO) for package in ('training', 'exporting')
+     for path in glob.glob(os.path.join(REPO, package, '*.py'))])
 
 
 def raw_flag_reads(source, filename='<source>'):

@@ -173,19 +173,19 @@ def test_free_ports_are_distinct_and_bound_on_loopback(monkeypatch):
       bound.append(self.getsockname())
 
   monkeypatch.setattr(socket, 'socket', RecordingSocket)
-  ports = launch.free_ports(5)
+  ports = machine.free_ports(5)
   assert len(set(ports)) == 5
   assert bound == [('127.0.0.1', port) for port in ports]
 
 
 def test_free_ports_are_released_for_the_tasks():
-  for port in launch.free_ports(3):
+  for port in machine.free_ports(3):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
       sock.bind(('127.0.0.1', port))  # Raises if free_ports still held it.
 
 
 def test_tf_config_of_a_task():
-  config = json.loads(launch.tf_config(['127.0.0.1:1'], ['127.0.0.1:2'],
+  config = json.loads(local_cluster_module.tf_config(['127.0.0.1:1'], ['127.0.0.1:2'],
                                        'worker', 0))
   assert config == {'cluster': {'ps': ['127.0.0.1:1'],
                                 'worker': ['127.0.0.1:2']},
@@ -195,7 +195,7 @@ def test_tf_config_of_a_task():
 @pytest.mark.parametrize('returncode,status', [(0, 0), (3, 3), (-9, 137),
                                                (-15, 143)])
 def test_exit_status_is_shell_style(returncode, status):
-  assert launch.exit_status(returncode) == status
+  assert local_cluster_module.exit_status(returncode) == status
 
 
 @pytest.mark.parametrize('num_ps,num_workers,message', [
@@ -215,7 +215,7 @@ def test_negative_ps_restarts_is_refused():
 
 def test_a_cluster_larger_than_the_memory_available_is_refused():
   with pytest.raises(ValueError) as error:
-    launch.check_memory(1, 100, task_memory_mib=430, available_mib=8192)
+    machine.check_memory(1, 100, task_memory_mib=430, available_mib=8192)
   assert str(error.value) == (
       '--num_ps 1 --num_workers 100 would start 101 TensorFlow processes, '
       'about 42.4 GiB at 430 MiB each, and this machine has 8.0 GiB '
@@ -228,7 +228,7 @@ def test_a_cluster_larger_than_the_memory_available_is_refused():
     (430, 19 * 430), (0, 8192), (430, None)])
 def test_a_cluster_that_fits_or_no_memory_figure_passes_the_check(
     task_memory_mib, available_mib):
-  launch.check_memory(1, 18, task_memory_mib, available_mib)
+  machine.check_memory(1, 18, task_memory_mib, available_mib)
 
 
 class _FileLimit:
@@ -250,8 +250,8 @@ def test_the_open_file_limit_is_raised_for_many_tasks(monkeypatch):
   limit = _FileLimit(1024, 4096)
   monkeypatch.setattr(machine.resource, 'getrlimit', limit.getrlimit)
   monkeypatch.setattr(machine.resource, 'setrlimit', limit.setrlimit)
-  assert launch.make_room_for_files(10) is None
-  assert launch.make_room_for_files(2000) == (
+  assert machine.make_room_for_files(10) is None
+  assert machine.make_room_for_files(2000) == (
       '[launch] raised the open-file limit from 1024 to 2064: one pipe per '
       'task\n')
   assert limit.limits == (2064, 4096)
@@ -264,7 +264,7 @@ def test_more_tasks_than_the_hard_file_limit_allows_are_refused(monkeypatch):
       '5000 tasks need about 5064 open files in the launcher (one pipe each),'
       ' and the limit is 4096 (ulimit -Hn); start fewer tasks, or raise the '
       'limit')):
-    launch.make_room_for_files(5000)
+    machine.make_room_for_files(5000)
 
 
 def test_main_reports_bad_cluster_sizes_with_status_2(capsys):

@@ -16,6 +16,9 @@ from training.errors import UsageError
 from training.flags import FLAGS
 
 
+# Tensor equality off (tests/conftest.py): NASNet's builds take half the time.
+pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
+
 _TRAIN_IMAGE_SIZE_RULE, = [condition for name, condition, _ in
                            flag_checks.TRAIN_RANGES
                            if name == 'train_image_size']
@@ -44,6 +47,13 @@ def _refusals(name, size):
 # held to the same minimum below.
 _DEEPER_RESNETS = {'resnet_v%d_%d' % (version, depth): 'resnet_v%d_50' % version
                    for version in (1, 2) for depth in (101, 152, 200)}
+# So do the large NASNet and PNASNet at the strides of the mobile ones, with
+# the auxiliary head at the same place (their cells are only wider and more
+# per stack): 60-90 s of building each, held to the mobile ones' minimum.
+_LARGE_NASNETS = {'nasnet_large': 'nasnet_mobile',
+                  'pnasnet_large': 'pnasnet_mobile'}
+# NASNet-A and PNASNet-5 take 20-90 s to build: marked slow.
+_SLOW = ('nasnet_cifar', 'nasnet_mobile', 'pnasnet_mobile')
 
 
 def test_deeper_resnets_have_the_minimum_of_their_50_layer_net():
@@ -52,8 +62,16 @@ def test_deeper_resnets_have_the_minimum_of_their_50_layer_net():
             nets_factory.get_network_fn(fifty, 10).min_image_size), deeper
 
 
-@pytest.mark.parametrize('name', sorted(set(nets_factory.networks_map) -
-                                        set(_DEEPER_RESNETS)))
+def test_large_nasnets_have_the_minimum_of_their_mobile_net():
+  for large, mobile in sorted(_LARGE_NASNETS.items()):
+    assert (nets_factory.get_network_fn(large, 10).min_image_size ==
+            nets_factory.get_network_fn(mobile, 10).min_image_size), large
+
+
+@pytest.mark.parametrize('name', [
+    pytest.param(name, marks=pytest.mark.slow) if name in _SLOW else name
+    for name in sorted(set(nets_factory.networks_map) - set(_DEEPER_RESNETS) -
+                       set(_LARGE_NASNETS))])
 def test_a_network_builds_at_its_min_image_size_and_not_one_less(name):
   # As training builds it: with a classifier (Inception v3's auxiliary
   # head too).

@@ -3,9 +3,11 @@
 Each network is built once per module at its default image size with the
 number of classes of its published Slim checkpoint (1000 or 1001; 10 for the
 MNIST and CIFAR-10 networks), and once without classifier (num_classes=0)
-for an unknown batch size (but for the deeper ResNets, see FEATURE_NAMES).
+for an unknown batch size (but for the deeper ResNets and the NASNets
+built as another, see FEATURE_NAMES).
 Only graphs are built here: the large networks are never run.
-tests/test_nets_project.py runs the networks this project writes.
+tests/test_nets_project.py runs the networks this project writes,
+tests/test_nets_nasnet.py trains NASNet and PNASNet.
 
 The expected trainable-parameter counts are derived independently of the
 code under test, each with its source next to it:
@@ -14,7 +16,10 @@ code under test, each with its source next to it:
   * published counts of other implementations of the same architecture:
     torchvision (`sum(p.numel() for p in model.parameters())`, 1000 classes)
     and tf_keras.applications (trainable weights with weights=None, 1000
-    classes), converted to 1001 classes where the Slim checkpoint has 1001.
+    classes), converted to 1001 classes where the Slim checkpoint has 1001;
+  * where neither exists (NASNet CIFAR, PNASNet), the count of upstream's
+    own definition, built with tf-slim, which must also round to the
+    millions its paper publishes.
 A Slim convolution followed by batch norm has no bias; batch norm adds beta
 (Inception, whose arg scopes leave `scale` off) or beta and gamma (ResNet,
 MobileNet). Moving means and variances are not trainable.
@@ -27,6 +32,8 @@ import pytest
 from tf2_compat.slim_compat import tf
 from nets import nets_factory
 
+pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
+
 UPSTREAM_SLIM_NAMES = (
     'lenet', 'cifarnet', 'alexnet_v2', 'overfeat', 'vgg_a', 'vgg_16',
     'vgg_19', 'inception_v1', 'inception_v2', 'inception_v3', 'resnet_v1_50',
@@ -34,7 +41,22 @@ UPSTREAM_SLIM_NAMES = (
     'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200', 'mobilenet_v1',
     'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025',
     'mobilenet_v2', 'mobilenet_v2_140', 'mobilenet_v2_035',
+    'mobilenet_v3_small', 'mobilenet_v3_large',
+    'mobilenet_v3_small_minimalistic', 'mobilenet_v3_large_minimalistic',
+    'mobilenet_edgetpu', 'mobilenet_edgetpu_075',
+    # NASNet and PNASNet.
+    'nasnet_cifar', 'nasnet_mobile', 'nasnet_large', 'pnasnet_mobile',
+    'pnasnet_large',
+    # Inception v4 and Inception-ResNet v2.
     'inception_v4', 'inception_resnet_v2')
+# 20-90 s each to build (1,100-1,600 variables): marked slow.
+SLOW_TO_BUILD = ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large',
+                 'pnasnet_mobile', 'pnasnet_large')
+
+
+def _marking_slow(names):
+  return [pytest.param(name, marks=pytest.mark.slow)
+          if name in SLOW_TO_BUILD else name for name in names]
 
 
 def _conv(kernel, depth_in, depth_out, per_channel=1):
@@ -251,6 +273,74 @@ def _mobilenet_v2_spec(keras_count, first_depth, last_input, expand_shape,
                    1, 1, last_depth, 1001]})
 
 
+def _mobilenet_v3_spec(keras_count, num_blocks, feature_depth, variables):
+  """tf_keras.applications.MobileNetV3Small or MobileNetV3Large (with
+  minimalistic=True for the minimalistic variants): the same layers, its
+  `top` being Slim's pooling, `Conv_2` (with biases, no batch norm) and
+  classifier; so its count with the top is ours, once reclassed."""
+  return Spec(1001, 224, feature_depth,
+              _reclassed(keras_count, feature_depth, 1001),
+              ['layer_1', 'layer_2/output', 'layer_%d' % (num_blocks + 1),
+               'layer_%d' % (num_blocks + 4), 'global_pool'],
+              dict(variables, **{
+                  'MobilenetV3/Conv_2/biases': [feature_depth],
+                  'MobilenetV3/Logits/Conv2d_1c_1x1/weights': [
+                      1, 1, feature_depth, 1001]}))
+
+
+def _round8(value):
+  """Upstream's channel rounding: the nearest multiple of 8, at least 8,
+  never more than 10% below `value`."""
+  rounded = max(8, int(value + 4) // 8 * 8)
+  return rounded + 8 if rounded < 0.9 * value else rounded
+
+
+# MobileNet EdgeTPU (upstream's conv defs V3_EDGETPU) by stage: fused, the
+# kernel, the expansion of the first block and of the others, the depth,
+# the number of blocks.
+_EDGETPU_STAGES = (
+    (True, 3, 1, 1, 16, 1), (True, 3, 8, 4, 32, 4), (True, 3, 8, 4, 48, 4),
+    (False, 3, 8, 4, 96, 4), (False, 3, 8, 4, 96, 4),
+    (False, 5, 8, 4, 160, 4), (False, 3, 8, 8, 192, 1))
+
+
+def _edgetpu_params(multiplier, num_classes):
+  """Batch norm (beta, gamma) after every convolution. A block expands only
+  where the expansion widens it (not the first: 1x); a fused block
+  expands with its kxk convolution and has no depthwise one. The 0.75
+  network keeps 1280 channels in `Conv_1` (finegrain mode)."""
+  depth = _round8(32 * multiplier)
+  total = _conv(3, 3, depth, 2)
+  for fused, kernel, first, rest, out, blocks in _EDGETPU_STAGES:
+    for block in range(blocks):
+      expanded = _round8(depth * (rest if block else first))
+      if expanded > depth:
+        total += _conv(kernel if fused else 1, depth, expanded, 2)
+      else:
+        expanded = depth
+      if not fused:
+        total += _conv(kernel, 1, expanded, 2)
+      out_depth = _round8(out * multiplier)
+      total += _conv(1, expanded, out_depth, 2)
+      depth = out_depth
+  return total + _conv(1, depth, 1280, 2) + _classifier(1280, num_classes)
+
+
+def _edgetpu_spec(multiplier, variables):
+  return Spec(1001, 224, 1280, _edgetpu_params(multiplier, 1001),
+              ['layer_1', 'layer_2/output', 'layer_3/expansion_output',
+               'layer_11/depthwise_output', 'layer_24', 'global_pool'],
+              dict(variables, **{
+                  'MobilenetEdgeTPU/Logits/Conv2d_1c_1x1/weights': [
+                      1, 1, 1280, 1001]}))
+def _nasnet_spec(num_classes, image_size, feature_depth, trainable_params,
+                 num_cells, num_reductions, checkpoint_variables):
+  return Spec(num_classes, image_size, feature_depth, trainable_params,
+              ['Stem', 'Cell_0', 'Cell_%d' % (num_cells - 1), 'global_pool'] +
+              ['Reduction_Cell_%d' % i for i in range(num_reductions)],
+              checkpoint_variables)
+
+
 SPECS = {
     # MNIST: 28x28x1, 10 classes. Two 5x5 convolutions (32, 64), 2x2 pools
     # to 7x7, fc 1024, fc 10.
@@ -335,6 +425,103 @@ SPECS = {
                                            1792),
     'mobilenet_v2_035': _mobilenet_v2_spec(1677128, 16, 112, [1, 1, 8, 48],
                                            1280),
+    # Squeeze-and-excite to a quarter of the expanded channels, rounded to
+    # a multiple of 8 no more than 10% below it (72 / 4 -> 24, 16 / 4 -> 8).
+    'mobilenet_v3_small': _mobilenet_v3_spec(2542856, 11, 1024, {
+        'MobilenetV3/Conv/weights': [3, 3, 3, 16],
+        'MobilenetV3/expanded_conv/depthwise/depthwise_weights': [
+            3, 3, 16, 1],
+        'MobilenetV3/expanded_conv/squeeze_excite/Conv/weights': [
+            1, 1, 16, 8],
+        'MobilenetV3/expanded_conv/squeeze_excite/Conv_1/biases': [16],
+        'MobilenetV3/expanded_conv_3/depthwise/depthwise_weights': [
+            5, 5, 96, 1],
+        'MobilenetV3/Conv_1/weights': [1, 1, 96, 576],
+        'MobilenetV3/Conv_2/weights': [1, 1, 576, 1024]}),
+    'mobilenet_v3_large': _mobilenet_v3_spec(5483032, 15, 1280, {
+        'MobilenetV3/Conv/weights': [3, 3, 3, 16],
+        'MobilenetV3/expanded_conv_1/expand/weights': [1, 1, 16, 64],
+        'MobilenetV3/expanded_conv_3/depthwise/depthwise_weights': [
+            5, 5, 72, 1],
+        'MobilenetV3/expanded_conv_3/squeeze_excite/Conv/weights': [
+            1, 1, 72, 24],
+        'MobilenetV3/expanded_conv_3/squeeze_excite/Conv/biases': [24],
+        'MobilenetV3/expanded_conv_3/squeeze_excite/Conv_1/weights': [
+            1, 1, 24, 72],
+        'MobilenetV3/Conv_1/weights': [1, 1, 160, 960],
+        'MobilenetV3/Conv_2/weights': [1, 1, 960, 1280]}),
+    'mobilenet_v3_small_minimalistic': _mobilenet_v3_spec(2044736, 11, 1024, {
+        'MobilenetV3/expanded_conv_3/depthwise/depthwise_weights': [
+            3, 3, 96, 1],
+        'MobilenetV3/Conv_1/weights': [1, 1, 96, 576]}),
+    'mobilenet_v3_large_minimalistic': _mobilenet_v3_spec(3924288, 15, 1280, {
+        'MobilenetV3/expanded_conv_3/depthwise/depthwise_weights': [
+            3, 3, 72, 1],
+        'MobilenetV3/Conv_1/weights': [1, 1, 160, 960]}),
+    'mobilenet_edgetpu': _edgetpu_spec(1.0, {
+        'MobilenetEdgeTPU/Conv/weights': [3, 3, 3, 32],
+        'MobilenetEdgeTPU/expanded_conv/project/weights': [1, 1, 32, 16],
+        'MobilenetEdgeTPU/expanded_conv_1/expand/weights': [3, 3, 16, 128],
+        'MobilenetEdgeTPU/expanded_conv_9/expand/weights': [1, 1, 48, 384],
+        'MobilenetEdgeTPU/expanded_conv_9/depthwise/depthwise_weights': [
+            3, 3, 384, 1],
+        'MobilenetEdgeTPU/Conv_1/weights': [1, 1, 192, 1280]}),
+    'mobilenet_edgetpu_075': _edgetpu_spec(0.75, {
+        'MobilenetEdgeTPU/Conv/weights': [3, 3, 3, 24],
+        'MobilenetEdgeTPU/expanded_conv/project/weights': [1, 1, 24, 16],
+        'MobilenetEdgeTPU/expanded_conv_1/project/weights': [1, 1, 128, 24],
+        'MobilenetEdgeTPU/Conv_1/weights': [1, 1, 144, 1280]}),
+    # NASNet and PNASNet, built here in evaluation, without the auxiliary
+    # head that only training builds. The output of the last cell
+    # concatenates 6 (NASNet-A normal cell) or 5 (PNASNet-5) hidden states
+    # of 4 x num_conv_filters channels. Counts: NASNet mobile and large from
+    # tf_keras.applications.NASNetMobile / NASNetLarge (5,289,978 and
+    # 88,753,150 trainable at 1000 classes, which have no auxiliary head
+    # either, and no biases but the classifier's, as Slim's arg scope);
+    # NASNet CIFAR and PNASNet measured from upstream's definition
+    # (tensorflow/models research/slim/nets/nasnet, built with tf-slim);
+    # all round to the papers' millions (PUBLISHED_MILLIONS).
+    'nasnet_cifar': _nasnet_spec(
+        10, 32, 6 * 128, 3346538, 18, 2,
+        {'l1_stem_3x3/weights': [3, 3, 3, 96],
+         'cell_0/1x1/weights': [1, 1, 96, 32],
+         'cell_6/path1_conv/weights': [1, 1, 192, 32],
+         'reduction_cell_1/comb_iter_0/left/separable_5x5_1/'
+         'pointwise_weights': [1, 1, 128, 128],
+         'final_layer/FC/weights': [768, 10]}),
+    'nasnet_mobile': _nasnet_spec(
+        1001, 224, 6 * 176, _reclassed(5289978, 1056, 1001), 12, 2,
+        {'conv0/weights': [3, 3, 3, 32],
+         'cell_stem_0/comb_iter_0/right/separable_7x7_1/'
+         'depthwise_weights': [7, 7, 32, 1],
+         'cell_stem_1/path2_conv/weights': [1, 1, 32, 11],
+         'cell_4/path1_conv/weights': [1, 1, 264, 44],
+         'final_layer/FC/weights': [1056, 1001]}),
+    'nasnet_large': _nasnet_spec(
+        1001, 331, 6 * 672, _reclassed(88753150, 4032, 1001), 18, 2,
+        {'conv0/weights': [3, 3, 3, 96],
+         'cell_stem_0/comb_iter_0/left/separable_5x5_1/'
+         'depthwise_weights': [5, 5, 42, 1],
+         'cell_6/path1_conv/weights': [1, 1, 1008, 168],
+         'reduction_cell_1/comb_iter_0/left/separable_5x5_1/'
+         'pointwise_weights': [1, 1, 672, 672],
+         'final_layer/FC/biases': [1001]}),
+    'pnasnet_mobile': _nasnet_spec(
+        1001, 224, 5 * 216, 5065568, 9, 0,
+        {'conv0/weights': [3, 3, 3, 32],
+         'cell_stem_0/comb_iter_0/right/1x1/weights': [1, 1, 32, 13],
+         'cell_stem_1/path2_conv/weights': [1, 1, 32, 14],
+         'cell_0/comb_iter_1/left/separable_7x7_1/depthwise_weights': [
+             7, 7, 54, 1],
+         'cell_4/path1_conv/weights': [1, 1, 270, 54],
+         'final_layer/FC/weights': [1080, 1001]}),
+    'pnasnet_large': _nasnet_spec(
+        1001, 331, 5 * 864, 86061989, 12, 0,
+        {'conv0/weights': [3, 3, 3, 96],
+         'cell_stem_1/path1_conv/weights': [1, 1, 96, 54],
+         'cell_0/1x1/weights': [1, 1, 540, 216],
+         'cell_4/prev_1x1/weights': [1, 1, 1080, 432],
+         'final_layer/FC/weights': [4320, 1001]}),
     'inception_v4': Spec(
         1001, 299, 1536, _inception_v4_params(1001),
         ['Conv2d_1a_3x3', 'Mixed_3a', 'Mixed_5e', 'Mixed_6h', 'Mixed_7d',
@@ -366,21 +553,17 @@ SPECS = {
          'InceptionResnetV2/Logits/Logits/weights': [1536, 1001]}),
 }
 
-
-@pytest.fixture(scope='module', autouse=True)
-def identity_equality_for_tensors():
-  """Builds the deep networks several times faster.
-
-  With TF 2's tensor equality on, tf-keras' legacy layers check each new
-  weight against every trainable variable of the graph through an
-  expensive `Variable.__eq__`, so building a network is quadratic in its
-  variables (resnet_v2_200: ~20 s). Inside a graph, equality and hashing of
-  tensors are by identity either way; only the cost changes. TF 2's default
-  is restored afterwards.
-  """
-  tf.disable_tensor_equality()
-  yield
-  tf.enable_tensor_equality()
+# Millions of parameters in the papers' tables: NASNet-A 6 @ 768 (CIFAR-10),
+# 4 @ 1056 and 6 @ 4032 (Zoph et al. 2018; also upstream's README), and the
+# mobile and large PNASNet-5 (Liu et al. 2018), at 1000 classes. NASNet's
+# ImageNet figures count the batch-norm moving averages too, as
+# tf_keras.applications' NASNetMobile and NASNetLarge count them (36,738
+# and 196,668 non-trainable weights; 88.9 is their 88,949,818, while the
+# trainable weights round to 88.8).
+PUBLISHED_MILLIONS = {'nasnet_cifar': 3.3, 'nasnet_mobile': 5.3,
+                      'nasnet_large': 88.9, 'pnasnet_mobile': 5.1,
+                      'pnasnet_large': 86.1}
+_MOVING_AVERAGES_COUNTED = {'nasnet_mobile': 36738, 'nasnet_large': 196668}
 
 
 def _channels(name):
@@ -412,7 +595,7 @@ def test_network_fn_has_default_image_size_and_network_name(name):
   assert network_fn.__name__ == nets_factory.networks_map[name].__name__
 
 
-@pytest.fixture(scope='module', params=UPSTREAM_SLIM_NAMES)
+@pytest.fixture(scope='module', params=_marking_slow(UPSTREAM_SLIM_NAMES))
 def classifier(request):
   """(name, logits, end_points, graph) at the published number of classes."""
   name = request.param
@@ -455,12 +638,16 @@ def test_variables_have_the_published_checkpoint_names_and_shapes(classifier):
 # The deeper ResNets build their features exactly as resnet_v*_50 do (the
 # same wrapper passes num_classes=None to tf-slim's builder, which only has
 # more units per block); building them once more would add a third to the
-# time of this module.
-FEATURE_NAMES = tuple(name for name in UPSTREAM_SLIM_NAMES
-                      if not name.startswith('resnet') or name.endswith('_50'))
+# time of this module. So do NASNet's CIFAR and large networks as
+# nasnet_mobile, and pnasnet_large as pnasnet_mobile (the same function,
+# another configuration).
+FEATURE_NAMES = tuple(
+    name for name in UPSTREAM_SLIM_NAMES
+    if (not name.startswith('resnet') or name.endswith('_50')) and
+    name not in ('nasnet_cifar', 'nasnet_large', 'pnasnet_large'))
 
 
-@pytest.fixture(scope='module', params=FEATURE_NAMES)
+@pytest.fixture(scope='module', params=_marking_slow(FEATURE_NAMES))
 def features(request):
   """(name, features, trainable parameter count), num_classes=0, batch None."""
   name = request.param
@@ -492,7 +679,8 @@ def test_num_classes_0_builds_no_classifier_variables(features):
 # One network per way of building the features: each file of nets/ and each
 # wrapper family of nets/slim_nets.py.
 @pytest.mark.parametrize('name', ['lenet', 'cifarnet', 'mobilenet_v1',
-                                  'mobilenet_v2', 'alexnet_v2', 'inception_v1',
+                                  'mobilenet_v2', 'mobilenet_v3_small',
+                                  'alexnet_v2', 'inception_v1',
                                   'resnet_v1_50'])
 def test_num_classes_none_gives_features_like_0(graph, name):
   network_fn = nets_factory.get_network_fn(name, num_classes=None)
@@ -507,3 +695,12 @@ def test_resnet_count_formula_reproduces_torchvision_counts():
   assert _resnet_params(1, 50, 1000) == 25557032
   assert _resnet_params(1, 101, 1000) == 44549160
   assert _resnet_params(1, 152, 1000) == 60192808
+
+
+@pytest.mark.parametrize('name', sorted(PUBLISHED_MILLIONS))
+def test_nasnet_counts_round_to_the_papers_millions(name):
+  spec = SPECS[name]
+  count = spec.trainable_params + _MOVING_AVERAGES_COUNTED.get(name, 0)
+  if spec.num_classes == 1001:
+    count = _reclassed(count, spec.feature_depth, 1000, published_classes=1001)
+  assert round(count / 1e6, 1) == PUBLISHED_MILLIONS[name]

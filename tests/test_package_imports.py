@@ -1,13 +1,13 @@
-"""Each package imports only the packages its __init__ docstring names.
+"""Each package imports only the packages its __init__ docstring names,
+and the pages that map the packages say so.
 
 The first docstring line of every package's __init__.py ends with its
 rule: `...; imports tf2_compat, deployment.` or `...; imports no package
 of this project.` This test reads that rule and every import statement of
 the package's modules (by parsing them, not importing them).
 
-Re-export modules that keep an old import path working may import their
-new home (`deployment.cluster` imports `clusters.cluster`); no other
-module breaks its package's rule.
+The old import paths are no modules of the packages: they live in
+old_paths/ (tests/test_old_import_paths.py).
 """
 
 import ast
@@ -19,12 +19,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ('tf2_compat', 'deployment', 'clusters', 'nets', 'preprocessing',
-            'datasets', 'training')
-# Old paths kept as re-exports: module -> the one module it may import.
-RE_EXPORTS = {
-    'deployment.cluster': 'clusters.cluster',
-    'deployment.launch': 'clusters.launch',
-}
+            'datasets', 'training', 'exporting')
 _RULE = re.compile(r'; imports (.+?)\.?$')
 
 
@@ -69,8 +64,7 @@ def test_modules_import_only_the_packages_their_package_allows(package):
   for module, path in modules_of(package):
     for imported in imported_modules(path):
       top = imported.split('.')[0]
-      if (top in PACKAGES and top not in allowed
-          and RE_EXPORTS.get(module) != imported):
+      if top in PACKAGES and top not in allowed:
         wrong.append('%s imports %s' % (module, imported))
   assert not wrong
 
@@ -83,12 +77,47 @@ def test_imports_inside_functions_count_too(tmp_path):
       'os', 'deployment', 'training.flags']
 
 
-def test_the_installed_packages_bring_every_package_they_import():
+def _installed_packages():
   with open(os.path.join(ROOT, 'pyproject.toml'), 'rb') as pyproject:
     include = tomllib.load(pyproject)['tool']['setuptools']['packages'][
         'find']['include']
-  installed = {pattern.rstrip('*') for pattern in include}
+  return {pattern.rstrip('*') for pattern in include}
+
+
+def test_the_installed_packages_bring_every_package_they_import():
+  installed = _installed_packages()
   assert {'tf2_compat', 'deployment', 'clusters'} <= installed
   missing = {(package, needed) for package in installed
              for needed in allowed_imports(package) if needed not in installed}
   assert not missing
+
+
+@pytest.mark.parametrize('page', ['README.md', 'docs/api.md'])
+def test_the_docs_name_the_packages_pip_installs(page):
+  with open(os.path.join(ROOT, page)) as text:
+    # From `pip install .` to the end of its sentence, comment or block.
+    said = re.search(r'pip install \.`?\s.*?installs (.*?)(?::|\.\s|\n```)',
+                     text.read(), re.S)
+  assert said, '%s: no sentence says what `pip install .` installs' % page
+  assert set(re.findall(r'`(\w+)`', said.group(1))) == _installed_packages()
+
+
+@pytest.mark.parametrize('package', ['tf2_compat', 'deployment', 'clusters'])
+def test_the_package_docstring_names_every_module(package):
+  with open(os.path.join(ROOT, package, '__init__.py')) as init:
+    named = set(re.findall(r'`(\w+)`', ast.get_docstring(
+        ast.parse(init.read()))))
+  modules = {module.split('.')[1] for module, _ in modules_of(package)}
+  assert modules - {'__init__'} - named == set()
+
+
+def test_the_architecture_page_maps_every_package_with_its_rule():
+  with open(os.path.join(ROOT, 'docs', 'architecture.md')) as page:
+    rows = re.findall(r'^\| `(\w+)` \| .* \| ([\w, ]+) \|$', page.read(),
+                      re.M)
+  mapped = {package: (set() if rule == 'no package of this project' else
+                      {name.strip() for name in rule.split(',')})
+            for package, rule in rows}
+  assert mapped == {package: allowed_imports(package)
+                    for package in PACKAGES}
+  assert [package for package, _ in rows] == list(PACKAGES)

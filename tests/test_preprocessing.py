@@ -35,6 +35,17 @@ UPSTREAM_NAMES = {
     'vgg_19': vgg_preprocessing,
     'alexnet_v2': vgg_preprocessing,
     'overfeat': vgg_preprocessing,
+    'mobilenet_v3_small': inception_preprocessing,
+    'mobilenet_v3_large': inception_preprocessing,
+    'mobilenet_v3_small_minimalistic': inception_preprocessing,
+    'mobilenet_v3_large_minimalistic': inception_preprocessing,
+    'mobilenet_edgetpu': inception_preprocessing,
+    'mobilenet_edgetpu_075': inception_preprocessing,
+    'nasnet_large': inception_preprocessing,
+    'pnasnet_mobile': inception_preprocessing,
+    'pnasnet_large': inception_preprocessing,
+    # Upstream has no entry: its CIFAR-10 network takes CifarNet's.
+    'nasnet_cifar': cifarnet_preprocessing,
 }
 
 

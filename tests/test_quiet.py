@@ -306,3 +306,20 @@ def test_library_log_filter_is_installed_once(monkeypatch):
   installed = [f for f in logging.getLogger('tensorflow').filters
                if isinstance(f, quiet.LibraryLogFilter)]
   assert len(installed) == 1
+
+
+def test_deprecation_silenced_keeps_only_the_block_quiet(caplog):
+  from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top
+
+  def old_call():
+    return 1
+
+  inside = deprecation.deprecated(None, 'Use new_call.')(old_call)
+  outside = deprecation.deprecated(None, 'Use new_call.')(lambda: 2)
+  with caplog.at_level(logging.WARNING, logger='tensorflow'):
+    with quiet.deprecation_silenced():
+      assert inside() == 1
+    assert outside() == 2
+  notices = [record.getMessage() for record in caplog.records
+             if 'is deprecated' in record.getMessage()]
+  assert len(notices) == 1 and '<lambda>' in notices[0], notices

@@ -124,8 +124,9 @@ def test_relative_link_points_to_an_existing_file(page_id, target):
                                                           anchor))
 
 
-_PROJECT_FOLDERS = ('tests', 'benchmarks', 'deployment', 'training', 'nets',
-                    'datasets', 'preprocessing', 'docs')
+_PROJECT_FOLDERS = ('tests', 'benchmarks', 'tf2_compat', 'deployment',
+                    'clusters', 'training', 'nets', 'datasets',
+                    'preprocessing', 'exporting', 'docs')
 
 
 def _named_files():
@@ -175,6 +176,8 @@ _SCRIPT_FLAG_MODULES = {
     'eval_image_classifier.py': ['eval_image_classifier.py',
                                  'training/common_flags.py'],
     'download_and_convert_data.py': ['download_and_convert_data.py'],
+    'export_inference_graph.py': ['exporting/flags.py',
+                                  'training/common_flags.py'],
 }
 
 

@@ -1,13 +1,23 @@
-"""Global batch, epochs and learning-rate schedule arithmetic."""
+"""Global batch, epochs and learning-rate schedule arithmetic; the span of
+the drop-path schedule."""
 
+import dataclasses
+import functools
+import logging
+
+from absl.testing import flagsaver
 import numpy as np
 import pytest
 
 from deployment import model_deploy
 from deployment import update
+from nets import nets_factory
 from tf2_compat.slim_compat import tf
+import train_image_classifier
 from training import optimizers
+from training import run_config
 from training import schedule
+from training.flags import FLAGS
 
 
 def _plan(batch_size, num_clones, num_samples, num_epochs_per_decay,
@@ -146,3 +156,48 @@ def test_warmup_rises_linearly_then_follows_the_schedule():
   np.testing.assert_allclose(
       _rates('fixed', [0, 5, 10, 15], warmup_epochs=1.0),
       [0.0, 0.05, 0.1, 0.1], rtol=1e-6)
+
+
+@pytest.mark.parametrize('name, max_number_of_steps, kwargs, line', [
+    ('nasnet_large', 40000, {'total_training_steps': 40000},
+     'drop path: keep probability scheduled over 40000 steps '
+     '(--max_number_of_steps)'),
+    ('nasnet_cifar', None, {},
+     'drop path: keep probability scheduled over 937500 steps, the default '
+     'of nasnet_cifar (no --max_number_of_steps)'),
+    # No drop path in the mobile NASNet's training, none in LeNet.
+    ('nasnet_mobile', 40000, {}, None),
+    ('lenet', 40000, {}, None),
+])
+def test_drop_path_is_scheduled_over_the_run_s_steps(
+    name, max_number_of_steps, kwargs, line):
+  network_fn = nets_factory.get_network_fn(name, 10, is_training=True)
+  assert schedule.drop_path_span(network_fn, max_number_of_steps) == (
+      kwargs, line)
+
+
+def test_the_training_script_gives_the_network_the_run_s_last_step(
+    digits_dir, tmp_path, caplog):
+  with flagsaver.flagsaver():
+    FLAGS.unparse_flags()
+    FLAGS(['train_image_classifier.py', '--dataset_name=digits',
+           '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+           '--clone_on_cpu', '--max_number_of_steps=300',
+           '--train_dir=%s' % tmp_path])
+    config = run_config.from_flags(run_config.FlagSnapshot.of(FLAGS), {})
+  lenet_fn = config.model.network_fn
+  calls = []
+
+  @functools.wraps(lenet_fn)
+  def network_fn(images, **kwargs):  # LeNet, as if it dropped paths.
+    calls.append(kwargs)
+    return lenet_fn(images)
+
+  network_fn.total_training_steps = 250000
+  config = dataclasses.replace(
+      config, model=config.model._replace(network_fn=network_fn))
+  with tf.Graph().as_default(), caplog.at_level(logging.INFO):
+    train_image_classifier.build_training_graph(config)
+  assert calls == [{'total_training_steps': 300}]
+  assert ('drop path: keep probability scheduled over 300 steps '
+          '(--max_number_of_steps)') in caplog.messages

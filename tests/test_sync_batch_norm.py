@@ -282,6 +282,27 @@ def test_another_thread_building_meanwhile_gets_its_own_batch_norm():
   assert _batch_norm_ops(contextlib.nullcontext) == (1, [])
 
 
+def test_tf_slim_is_patched_only_inside_synchronized_blocks():
+  from deployment import collectives  # pylint: disable=g-import-not-at-top
+  from deployment import sync_batch_norm  # pylint: disable=g-import-not-at-top
+  from tf2_compat import patching  # pylint: disable=g-import-not-at-top
+  from tf_slim.layers import layers as slim_layers  # pylint: disable=g-import-not-at-top
+  originals = (slim_layers.normalization_layers,
+               slim_layers._fused_batch_norm)  # pylint: disable=protected-access
+  group = collectives.CollectiveGroup(2)
+  with tf.Graph().as_default():
+    with sync_batch_norm.synchronized(group, 0):
+      with sync_batch_norm.synchronized(group, 1):
+        assert patching.installed(sync_batch_norm._TARGETS)  # pylint: disable=protected-access
+      # The outer block still holds the patch.
+      assert patching.installed(sync_batch_norm._TARGETS)  # pylint: disable=protected-access
+      assert (slim_layers.normalization_layers.normalization
+              is originals[0].normalization)
+  assert not patching.installed(sync_batch_norm._TARGETS)  # pylint: disable=protected-access
+  assert (slim_layers.normalization_layers,
+          slim_layers._fused_batch_norm) == originals  # pylint: disable=protected-access
+
+
 @pytest.mark.parametrize('shape,dtype,fused', [
     ((5, 3, 3, 2), np.float32, True), ((6, 4), np.float32, False),
     ((5, 3, 3, 2), np.float64, False)])

@@ -154,6 +154,47 @@ def test_the_end_of_training_is_watched_against_its_own_tasks():
   assert set(probed) == {'127.0.0.1:2222'}
 
 
+def test_a_session_close_past_its_bound_after_the_final_checkpoint_exits_0():
+  clock = FakeClock()
+  dog, errors, warnings, exits, probed = _watchdog(
+      silent=['127.0.0.1:2222'], timeout_secs=1000, clock=clock)
+  with dog:
+    dog.watch_until_exit('the end of training')
+    dog.closing_hook().end(session=None)  # The final checkpoint is written.
+    clock.advance(watchdog.CLOSE_SECS - 1)
+    time.sleep(0.2)
+    assert not exits.called.is_set()
+    clock.advance(1)
+    assert exits.called.wait(10)
+    time.sleep(0.2)  # No second exit, no probe: the close needs no task.
+  assert exits.statuses == [0]
+  assert (errors, probed) == ([], [])
+  assert warnings == [
+      'the session close has not returned 20 s after the last step and the '
+      'final checkpoint (tf.data\'s autotuning thread can hold up the input '
+      'pipeline\'s deletion for up to 60 s); the training is over and its '
+      'checkpoints are written: exiting (status 0) without waiting for it']
+
+
+def test_the_closing_hook_ends_after_the_final_checkpoint():
+  # MonitoredSession ends its hooks in list order: the checkpoint saver's
+  # final save comes before the close is bounded.
+  from tf2_compat.slim_compat import tf  # pylint: disable=g-import-not-at-top
+  events = []
+
+  class Saver(tf.train.SessionRunHook):
+    def end(self, session):
+      events.append('final checkpoint')
+
+  dog = watchdog.StepWatchdog([])
+  dog._closing = lambda: events.append('close bounded')
+  with tf.Graph().as_default():
+    step = tf.train.get_or_create_global_step()
+    with tf.train.MonitoredSession(hooks=[Saver(), dog.closing_hook()]) as s:
+      s.run(step)
+  assert events == ['final checkpoint', 'close bounded']
+
+
 @pytest.mark.parametrize('step_secs, bound', [
     ([], 600.0),          # The first step: graph optimisation, warm-up.
     ([0.05] * 50, 60.0),  # At least a minute.

@@ -16,6 +16,8 @@ exactly those, and nothing else:
   Records of the 'tensorflow' logger:
     deprecation notices whose call site is inside tensorflow, tf_keras or
     tf_slim (the caller is library code, so only its authors can act on it)
+    the project's own calls to a TF1 API that TensorFlow marks deprecated,
+    in a `deprecation_silenced()` block
     the LIBRARY_INFO lines of the session machinery ("Graph was finalized.",
     "Running local_init_op.", "Calling checkpoint listeners ...") and
     tf-slim's "Scale of 0 disables regularizer."
@@ -231,6 +233,21 @@ def filter_library_messages():
   if not any(isinstance(f, LibraryLogFilter) for f in logger.filters):
     logger.addFilter(LibraryLogFilter())
   return True
+
+
+@contextlib.contextmanager
+def deprecation_silenced():
+  """TensorFlow logs no deprecation notice for calls made in the block.
+
+  For the project's own calls to a TF1 API that TensorFlow marks deprecated
+  in favour of a TF2 one this graph-mode code cannot use (the checkpoint
+  index of tf.compat.v1.Saver, an iterator's saveable): the notice would
+  point at code that is right as it is. TensorFlow is imported here, not
+  when this module is, so that `import_tensorflow` still imports it first.
+  """
+  from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top
+  with deprecation.silence():
+    yield
 
 
 def _write_all(fd, data):

@@ -8,8 +8,9 @@ the checkpoint's index alone, before any session exists:
 
   * `misfits`: the variables a checkpoint cannot restore (fine-tuning uses
     it too, with its own exclusions).
-  * `check_resume` / `check_eval`: a UsageError naming the first one, the
-    checkpoint, and the flags it was trained with when they can be told:
+  * `check_resume` / `check_eval` / `check_export`: a UsageError naming
+    the first one, the checkpoint, and the flags it was trained with when
+    they can be told:
     --model_name from the network scope of its variables,
     --dataset_name and --labels_offset from its saved input layout
     (training/input_position.py), against the run's `Choices`.
@@ -152,4 +153,13 @@ def check_eval(checkpoint_path, checkpoint, variables, choices):
   restores `variables`; `choices` are the run's Choices."""
   _check(checkpoint, variables, choices,
          '--checkpoint_path=%s' % checkpoint_path, 'evaluate',
+         'give another --checkpoint_path')
+
+
+def check_export(checkpoint_path, checkpoint, variables, choices):
+  """Raises UsageError unless `checkpoint`, which --checkpoint_path names,
+  restores `variables` of the graph to export; `choices` are the export's
+  Choices."""
+  _check(checkpoint, variables, choices,
+         '--checkpoint_path=%s' % checkpoint_path, 'export',
          'give another --checkpoint_path')

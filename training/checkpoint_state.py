@@ -31,8 +31,8 @@ import re
 
 from google.protobuf import text_format
 from tensorflow.python.training import checkpoint_state_pb2
-from tensorflow.python.util import deprecation
 
+from tf2_compat import quiet
 from tf2_compat.slim_compat import tf
 from training.errors import UsageError
 
@@ -178,7 +178,7 @@ def rewrite(train_dir, latest, others):
       os.path.basename(latest)}, key=lambda n: (step_of(n) or 0, n))
   names.append(os.path.basename(latest))
   # Deprecated for TF2's CheckpointManager; the Saver still reads this file.
-  with deprecation.silence():
+  with quiet.deprecation_silenced():
     tf.train.update_checkpoint_state(train_dir, names[-1],
                                      all_model_checkpoint_paths=names)
   return names

@@ -1,8 +1,9 @@
 """The range rules of both scripts' flags, and the checks that apply them.
 
-A flag that train_image_classifier.py and eval_image_classifier.py share
-(training/common_flags.py) has one rule, in SHARED_RANGES; each script
-checks those and its own (TRAIN_RANGES, EVAL_RANGES).
+A flag that train_image_classifier.py, eval_image_classifier.py and
+export_inference_graph.py share (training/common_flags.py) has one rule,
+in SHARED_RANGES; each script checks those and its own (TRAIN_RANGES,
+EVAL_RANGES, EXPORT_RANGES).
 """
 
 import math
@@ -49,6 +50,18 @@ EVAL_RANGES = SHARED_RANGES + (
     ('max_num_batches', lambda v: v >= 1, '>= 1 (unset: the whole split)'),
     ('eval_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
 )
+
+EXPORT_RANGES = SHARED_RANGES + (
+    ('image_size', lambda v: v >= 1, '>= 1 (pixels)'),
+    ('saved_model_version', lambda v: v >= 1, '>= 1'),
+    ('representative_images', lambda v: v >= 1, '>= 1'),
+)
+
+
+def check_numbers(f, ranges, problems):
+  """check_finite, then check_ranges: every number flag a script reads."""
+  check_finite(f, problems)
+  check_ranges(f, ranges, problems)
 
 
 def check_finite(f, problems):

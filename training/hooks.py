@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 
+from clusters import script_contract
 from tf2_compat.slim_compat import tf
 from training import failed_saves
 
@@ -113,7 +114,7 @@ class ProgressLogHook(tf.train.SessionRunHook):
     self._window = (now, values['step'])
     steps_per_second = (values['step'] - start_step) / max(
         now - start_time, 1e-9)
-    line = 'step %d: loss = %.4f, learning rate = %.6g, %.1f examples/sec' % (
+    line = script_contract.progress_line(
         values['step'], values['loss'], values['learning_rate'],
         steps_per_second * self._global_batch_size)
     if self._last_step and steps_per_second > 0:

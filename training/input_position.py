@@ -37,8 +37,8 @@ chief's shard resumes exactly; the others start their shard over.
 import os
 
 from tensorflow.python.training.saving import saveable_object_util
-from tensorflow.python.util import deprecation
 
+from tf2_compat import quiet
 from tf2_compat.slim_compat import tf
 
 LAYOUT_NAME = 'input_position/layout'
@@ -104,7 +104,7 @@ class PositionedBatches:
   def __init__(self, dataset, layout_text, files_text):
     self._iterator = tf.data.make_one_shot_iterator(dataset)
     # Deprecated for TF2's tf.train.Checkpoint; this is tf.compat.v1.Saver.
-    with deprecation.silence():
+    with quiet.deprecation_silenced():
       # 'ignore': the random ops' generators (external state) are left out
       # of the position instead of failing the save; see the module doc.
       self.saveable = tf.data.experimental.make_saveable_from_iterator(

@@ -10,7 +10,7 @@ on the built graph instead, and names the biggest variable and the flag.
   check(tf.global_variables(), '--train_image_size=2000', 'lenet', 28)
 """
 
-from clusters import launch
+from clusters import machine
 from training.errors import UsageError
 
 GIB = 1 << 30
@@ -69,7 +69,7 @@ def check(variables, size_flag, model_name, default_image_size,
   if not local_variables:
     return
   if available_bytes is None:
-    available_mib = launch.mem_available_mib()
+    available_mib = machine.mem_available_mib()
     available_bytes = available_mib and available_mib * (1 << 20)
   if available_bytes is not None and total > available_bytes:
     raise UsageError(

@@ -81,6 +81,13 @@ class FlagSnapshot:
     return cls({name: flag_values[name].value for name in names},
                [name for name in names if flag_values[name].present])
 
+  @classmethod
+  def read(cls, flag_values):
+    """`flag_values` as a snapshot: itself if it is one, else its `of`."""
+    if isinstance(flag_values, cls):
+      return flag_values
+    return cls.of(flag_values)
+
   def __getattr__(self, name):
     try:
       return self._values[name]
@@ -203,8 +210,7 @@ def from_flags(flag_values, environ=None):
   Raises:
     UsageError: with one line per problem found.
   """
-  snapshot = (flag_values if isinstance(flag_values, FlagSnapshot)
-              else FlagSnapshot.of(flag_values))
+  snapshot = FlagSnapshot.read(flag_values)
   problems = Problems()
   _check_values(snapshot, problems)
   task = problems.attempt(_cluster_task, snapshot,
@@ -274,8 +280,7 @@ def _from_flags(part, f, **values):
 
 
 def _check_values(f, problems):
-  flag_checks.check_finite(f, problems)
-  flag_checks.check_ranges(f, flag_checks.TRAIN_RANGES, problems)
+  flag_checks.check_numbers(f, flag_checks.TRAIN_RANGES, problems)
   for name, known in _CHOICES:
     value = getattr(f, name)
     problems.check(value in known, '--%s=%s is not known; use one of %s'

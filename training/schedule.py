@@ -1,4 +1,5 @@
-"""Global batch, epochs and learning-rate schedule, derived from the flags.
+"""Global batch, epochs and learning-rate schedule, derived from the flags;
+the steps a network's drop-path schedule spans (`drop_path_span`).
 
 `batch_size` is per clone (the upstream meaning). Everything that counts
 epochs is computed from the global batch, the examples one global step
@@ -129,3 +130,34 @@ def learning_rate(plan, global_step, decay_type, initial, end=0.0001,
   if plan.warmup_steps > 0:
     rate = tf.minimum(rate, initial * step / plan.warmup_steps)
   return tf.identity(rate, name='learning_rate')
+
+
+def drop_path_span(network_fn, max_number_of_steps):
+  """Makes a network's drop-path schedule span the run.
+
+  NASNet and PNASNet (those with `total_training_steps` among their
+  network_fn's attributes) lower the keep probability of drop path linearly
+  with the global step until step `total_training_steps`, upstream's
+  planned length of their published training (250,000 or 937,500 steps)
+  unless told another. A run that stops at --max_number_of_steps tells
+  them that step; a run without one keeps the network's default.
+
+  Args:
+    network_fn: the network function (nets_factory.get_network_fn's).
+    max_number_of_steps: the global step the run stops at, or None.
+
+  Returns:
+    (keyword arguments for network_fn, the start-up line saying over how
+    many steps drop path is scheduled); ({}, None) for a network without
+    drop path.
+  """
+  default_steps = getattr(network_fn, 'total_training_steps', None)
+  if default_steps is None:
+    return {}, None
+  if max_number_of_steps:
+    return ({'total_training_steps': max_number_of_steps},
+            'drop path: keep probability scheduled over %d steps '
+            '(--max_number_of_steps)' % max_number_of_steps)
+  return {}, ('drop path: keep probability scheduled over %d steps, the '
+              "default of %s (no --max_number_of_steps)"
+              % (default_steps, network_fn.__name__))

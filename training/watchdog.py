@@ -29,7 +29,12 @@ warms up, left out), at least 60 s, and 10 minutes for the first step
 (graph optimisation, the input's warm-up) and for the session's start.
 The end of training (the final checkpoint, the session's close) is watched
 as one more step, against the ps tasks only: the other workers may have
-finished.
+finished. Once the final checkpoint is written (`closing_hook`, the last
+hook to end), the session's close has CLOSE_SECS: deleting the input
+pipeline's iterator waits for tf.data's autotuning thread, which wakes
+only every 60 s once a run is a few minutes long (seen: 48 to 54 s), and
+nothing is left to lose by then, so past the bound a warning says so and
+the process ends with status 0, as it would have.
 
   with watchdog.StepWatchdog(peers.needed_at_each_step(task, sync)) as dog:
     while ...:
@@ -53,6 +58,13 @@ MIN_BOUND_SECS = 60.0
 STEP_TIME_FACTOR = 20
 RECENT_STEPS = 100
 EXIT_STATUS = 1
+CLOSE_SECS = 20.0
+
+# The watched period: `what` started at `started` (monotonic seconds),
+# `bound` seconds allowed, the (name, address) of the `peers` it needs;
+# None for the session's close, which needs none and is not waited for.
+_Period = collections.namedtuple('_Period',
+                                 ['what', 'started', 'bound', 'peers'])
 
 
 def derived_bound(step_secs):
@@ -98,7 +110,7 @@ class StepWatchdog:
     self._step_secs = collections.deque(maxlen=RECENT_STEPS)
     self._lock = threading.Lock()
     self._closed = threading.Event()
-    # (what, started, bound, peers) of the watched period.
+    # The watched _Period, or None.
     self._watched = None
     self._thread = None
 
@@ -125,9 +137,9 @@ class StepWatchdog:
         derived bound follows.
     """
     started = self._clock.monotonic()
-    bound = self.bound()
+    period = _Period(what, started, self.bound(), self._peers)
     with self._lock:
-      self._watched = (what, started, bound, self._peers)
+      self._watched = period
     try:
       yield
     finally:
@@ -140,10 +152,21 @@ class StepWatchdog:
     """Watches from now until the watchdog's block ends, as `what`: the
     end of training, whose final save and session close run in the
     __exit__ of blocks inside the watchdog's."""
-    watched = (what, self._clock.monotonic(), self.bound(),
-               self._final_peers)
+    period = _Period(what, self._clock.monotonic(), self.bound(),
+                     self._final_peers)
     with self._lock:
-      self._watched = watched
+      self._watched = period
+
+  def closing_hook(self):
+    """A session hook to pass last: its `end`, after the final checkpoint,
+    gives the session's close CLOSE_SECS."""
+    return _ClosingHook(self)
+
+  def _closing(self):
+    period = _Period('the session close', self._clock.monotonic(),
+                     CLOSE_SECS, None)
+    with self._lock:
+      self._watched = period
 
   def __enter__(self):
     self._thread = threading.Thread(target=self._watch, name='StepWatchdog',
@@ -163,10 +186,25 @@ class StepWatchdog:
         watched = self._watched
       if watched is None:
         continue
-      started, bound = watched[1:3]
-      elapsed = self._clock.monotonic() - started
-      if elapsed >= bound:
+      elapsed = self._clock.monotonic() - watched.started
+      if elapsed < watched.bound:
+        continue
+      if watched.peers is None:
+        self._give_up_close(elapsed)
+        with self._lock:  # Once (the stand-in exits of tests return).
+          if self._watched is watched:
+            self._watched = None
+      else:
         self._check(watched, elapsed)
+
+  def _give_up_close(self, elapsed):
+    self._warn('the session close has not returned %d s after the last '
+               'step and the final checkpoint (tf.data\'s autotuning thread '
+               'can hold up the input pipeline\'s deletion for up to 60 s); '
+               'the training is over and its checkpoints are written: '
+               'exiting (status 0) without waiting for it', elapsed)
+    preemption.flush_output()
+    self._exit(0)
 
   def _check(self, watched, elapsed):
     """Probes the peers once the `watched` period ran past its bound: ends
@@ -205,4 +243,16 @@ class StepWatchdog:
           else 'it needs no other task')
     with self._lock:
       if self._watched is watched:
-        self._watched = (what, started, 2 * bound, peers)
+        self._watched = watched._replace(bound=2 * bound)
+
+
+class _ClosingHook(tf.train.SessionRunHook):
+  """Ends after the hooks before it (the final checkpoint): the session's
+  close is all that is left."""
+
+  def __init__(self, watchdog):
+    self._watchdog = watchdog
+
+  def end(self, session):
+    del session  # The close comes after every hook's end.
+    self._watchdog._closing()  # pylint: disable=protected-access

@@ -1,0 +1,50 @@
+"""Flags of export_inference_graph.py, under upstream Slim's names.
+
+The dataset and network flags (--model_name, --dataset_name, --dataset_dir,
+--labels_offset, --use_grayscale, --preprocessing_name,
+--moving_average_decay) are the training and evaluation scripts' own
+(training/common_flags.py). Upstream's --checkpoint_path belonged to its
+separate freeze step; --saved_model_dir, --tflite_file and what follows
+them are new.
+"""
+
+from absl import flags
+
+from exporting import tflite
+from training import common_flags
+
+flags.DEFINE_bool('is_training', False,
+                  'Export the training graph (batch norm on batch '
+                  'statistics, dropout) instead of the inference graph.')
+flags.DEFINE_integer('image_size', None,
+                     'The side of the input images; None: the network '
+                     'default.')
+flags.DEFINE_integer('batch_size', None,
+                     'The batch of the input placeholder; None: any.')
+flags.DEFINE_string('dataset_split_name', 'train',
+                    'The split whose images calibrate an int8 TFLite file.')
+flags.DEFINE_string('output_file', '',
+                    'Where to write the GraphDef; frozen (weights as '
+                    'constants) with --checkpoint_path.')
+flags.DEFINE_bool('write_text_graphdef', False,
+                  'Write the GraphDef in protobuf text format.')
+flags.DEFINE_bool('quantize', False,
+                  'Unsupported: needs quantization-aware training.')
+flags.DEFINE_string('checkpoint_path', None,
+                    'Checkpoint prefix, or a directory (its newest readable '
+                    'checkpoint), whose weights are exported.')
+flags.DEFINE_string('saved_model_dir', None,
+                    'Write a SavedModel into version folder '
+                    '--saved_model_version of this folder (TensorFlow '
+                    'Serving\'s layout).')
+flags.DEFINE_integer('saved_model_version', 1,
+                     'The version folder of the SavedModel.')
+flags.DEFINE_string('tflite_file', None, 'Where to write a TFLite model.')
+flags.DEFINE_enum('tflite_quantization', 'none', tflite.QUANTIZATIONS,
+                  'none: float32; float16: float16 weights; int8: full '
+                  'integer, calibrated on --dataset_split_name.')
+flags.DEFINE_integer('representative_images', 200,
+                     'How many images of --dataset_split_name calibrate an '
+                     'int8 TFLite file.')
+
+FLAGS = common_flags.FLAGS

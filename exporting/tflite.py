@@ -1,0 +1,45 @@
+"""TFLite conversion of the inference graph, float or quantized.
+
+  none     float32 weights and activations.
+  float16  weights stored as float16 (about half the file), computed in
+           float32.
+  int8     full-integer post-training quantization: weights and activations
+           int8, input and output too; the activation ranges are calibrated
+           on images of the training split, preprocessed as in evaluation.
+           The file is about a quarter of the float one and runs on
+           integer-only devices.
+"""
+
+from tf2_compat.slim_compat import tf
+
+QUANTIZATIONS = ('none', 'float16', 'int8')
+
+
+def convert(session, graph, quantization, representative_images=None):
+  """The TFLite flatbuffer (bytes) of an inference graph.
+
+  Args:
+    session: a session holding the graph's weights.
+    graph: the exporting.graph.InferenceGraph; a placeholder batch of None
+      becomes 1.
+    quantization: one of QUANTIZATIONS.
+    representative_images: for int8, float32 [n, size, size, channels]
+      preprocessed images, n >= 1.
+
+  Returns:
+    The bytes of the .tflite file.
+  """
+  converter = tf.lite.TFLiteConverter.from_session(
+      session, [graph.images], [graph.probabilities])
+  if quantization == 'float16':
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+  elif quantization == 'int8':
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: (
+        [image[None]] for image in representative_images)
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+  return converter.convert()

@@ -1,0 +1,1 @@
+"""The old modules of `deployment`, found as `deployment.X` (see old_paths)."""

@@ -1,0 +1,5 @@
+"""Old path of `tf2_compat.slim_compat`; warns (see old_paths)."""
+
+import old_paths
+
+old_paths.old_module(globals(), 'tf2_compat.slim_compat')

@@ -1,0 +1,257 @@
+"""export_inference_graph.py and eval_image_classifier.py --exported_model:
+a LeNet trained briefly on digits, exported as a frozen GraphDef, a
+SavedModel and TFLite files, each predicting what its checkpoint predicts
+on the digits test split. Bad input: tests/test_export_bad_input.py."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from ai_edge_litert import interpreter as litert
+import numpy as np
+import pytest
+
+from exporting import artifacts
+from exporting import graph as graph_lib
+from exporting import model as model_lib
+from exporting import split_images
+from nets import nets_factory
+from tf2_compat.slim_compat import tf
+from training import inputs as inputs_lib
+from training import lookup
+from tests.export_flags import export_flags
+from tests.script_runner import REPO
+from tests.script_runner import assert_one_usage_error
+from tests.script_runner import run_script
+from tests.script_runner import script_env
+
+# Run by a fresh Python in eager mode: the classes the SavedModel's two
+# signatures give the digits test split (encoded PNGs, preprocessed floats).
+_EAGER_SCRIPT = '''
+import json, sys
+import numpy as np
+import tensorflow as tf
+assert tf.executing_eagerly()
+model = tf.saved_model.load(sys.argv[1])
+encoded = [tf.train.Example.FromString(record.numpy()).features
+           .feature['image/encoded'].bytes_list.value[0]
+           for record in tf.data.TFRecordDataset(sys.argv[2])]
+from_bytes = model.signatures['serving_default'](images=tf.constant(encoded))
+from_floats = model.signatures['predict_images'](
+    images=tf.constant(np.load(sys.argv[3])))
+print(json.dumps({
+    'signatures': sorted(model.signatures.keys()),
+    'bytes_classes': from_bytes['classes'].numpy().tolist(),
+    'float_classes': from_floats['classes'].numpy().tolist(),
+    'probabilities_shape': from_bytes['probabilities'].shape.as_list()}))
+'''
+
+
+@pytest.fixture(scope='module')
+def trained(digits_dir, tmp_path_factory):
+  """A LeNet trained 150 steps on digits: its train_dir."""
+  train_dir = str(tmp_path_factory.mktemp('lenet'))
+  result = run_script(
+      'train_image_classifier.py', '--dataset_name=digits',
+      '--dataset_dir=%s' % digits_dir, '--model_name=lenet', '--clone_on_cpu',
+      '--optimizer=adam', '--opt_epsilon=1e-8', '--learning_rate=0.001',
+      '--learning_rate_decay_type=fixed', '--max_number_of_steps=150',
+      '--save_interval_secs=0', '--train_dir=%s' % train_dir, timeout=600)
+  assert result.returncode == 0, result.stdout[-3000:]
+  return train_dir
+
+
+def _export(*args):
+  result = run_script('export_inference_graph.py', '--model_name=lenet',
+                      '--dataset_name=digits', *args, timeout=300)
+  assert result.returncode == 0, result.stdout[-3000:]
+  return result.stdout
+
+
+@pytest.fixture(scope='module')
+def exported(trained, digits_dir, tmp_path_factory):
+  """{artifact: path} of the exports of `trained`, and 'output': what the
+  first export printed."""
+  out = str(tmp_path_factory.mktemp('exported'))
+  paths = {'frozen': os.path.join(out, 'lenet.pb'),
+           'saved_model': os.path.join(out, 'serving'),
+           'tflite': os.path.join(out, 'lenet.tflite'),
+           'float16': os.path.join(out, 'lenet_float16.tflite'),
+           'int8': os.path.join(out, 'lenet_int8.tflite')}
+  paths['output'] = _export(
+      '--checkpoint_path=%s' % trained, '--output_file=%s' % paths['frozen'],
+      '--saved_model_dir=%s' % paths['saved_model'],
+      '--tflite_file=%s' % paths['tflite'])
+  for quantization in ('float16', 'int8'):
+    _export('--checkpoint_path=%s' % trained,
+            '--dataset_dir=%s' % digits_dir,
+            '--tflite_file=%s' % paths[quantization],
+            '--tflite_quantization=%s' % quantization)
+  return paths
+
+
+def _test_split(digits_dir):
+  """(images, labels) of the digits test split, preprocessed for LeNet."""
+  f = export_flags(dataset_dir=digits_dir, dataset_split_name='test')
+  model = lookup.model_and_data(f, is_training=False)
+  inputs = inputs_lib.InputConfig(
+      dataset_name='digits', dataset_split_name='test',
+      dataset_dir=digits_dir, labels_offset=0, preprocessing_name='lenet',
+      batch_size=100, image_size=28, num_readers=1,
+      num_preprocessing_threads=1)
+  return split_images.read(inputs, model)
+
+
+def _checkpoint_classes(train_dir, images):
+  with tf.Graph().as_default():
+    placeholder = tf.placeholder(tf.float32, [None, 28, 28, 1])
+    logits, _ = nets_factory.get_network_fn('lenet', 10)(placeholder)
+    with tf.Session() as session:
+      tf.train.Saver().restore(session, tf.train.latest_checkpoint(train_dir))
+      return np.argmax(session.run(logits, {placeholder: images}), 1)
+
+
+@pytest.mark.parametrize('model_name, use_grayscale, channels', [
+    ('lenet', False, 1),
+    ('mobilenet_v1_025', False, 3),
+    ('mobilenet_v1_025', True, 1),
+])
+def test_input_channels_are_what_the_preprocessing_makes_of_digits(
+    model_name, use_grayscale, channels):
+  model = model_lib.export_model(
+      export_flags(model_name=model_name, use_grayscale=use_grayscale),
+      is_training=False)
+  assert model.dataset_channels == 1
+  assert model.channels == channels
+  assert model.num_classes == 10
+
+
+@pytest.mark.slow
+def test_export_prints_upstream_input_and_the_predictions(exported):
+  assert 'input: input:0 float32 [None, 28, 28, 1]' in exported['output']
+  assert ('output: Predictions/Reshape_1:0 float32 [None, 10]'
+          in exported['output'])
+
+
+@pytest.mark.slow
+def test_frozen_graph_has_the_input_placeholder_and_no_variables(exported):
+  graph_def = graph_lib.read_graph_def(exported['frozen'])
+  nodes = {node.name: node for node in graph_def.node}
+  assert nodes['input'].op == 'Placeholder'
+  assert [d.size for d in nodes['input'].attr['shape'].shape.dim] == [
+      -1, 28, 28, 1]
+  assert not [n for n in graph_def.node if 'Variable' in n.op]
+  assert nodes['LeNet/conv1/weights'].op == 'Const'
+  assert 'Predictions/Reshape_1' in nodes
+
+
+@pytest.fixture(scope='module')
+def test_split(trained, digits_dir):
+  """(images, labels, the checkpoint's classes) of the digits test split."""
+  images, labels = _test_split(digits_dir)
+  return images, labels, _checkpoint_classes(trained, images)
+
+
+def _classes(path, images):
+  return np.argmax(artifacts.load(path).predict(images), 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('artifact', ['frozen', 'saved_model', 'tflite'])
+def test_float_artifact_predicts_what_the_checkpoint_predicts(
+    exported, test_split, artifact):
+  images, labels, expected = test_split
+  assert _classes(exported[artifact], images).tolist() == expected.tolist()
+  assert np.mean(expected == labels) > 0.8
+
+
+@pytest.mark.slow
+def test_float16_tflite_is_half_the_size_and_agrees(exported, test_split):
+  images, _, expected = test_split
+  assert np.mean(_classes(exported['float16'], images) == expected) >= 0.997
+  ratio = (os.path.getsize(exported['float16'])
+           / os.path.getsize(exported['tflite']))
+  assert 0.45 < ratio < 0.55
+
+
+@pytest.mark.slow
+def test_int8_tflite_is_a_quarter_the_size_within_a_point(exported,
+                                                           test_split):
+  images, labels, expected = test_split
+  classes = _classes(exported['int8'], images)
+  assert abs(np.mean(classes == labels) - np.mean(expected == labels)) <= 0.01
+  assert np.mean(classes == expected) >= 0.98
+  ratio = (os.path.getsize(exported['int8'])
+           / os.path.getsize(exported['tflite']))
+  assert 0.2 < ratio < 0.3
+  interpreter = litert.Interpreter(model_path=exported['int8'])
+  assert interpreter.get_input_details()[0]['dtype'] == np.int8
+  assert interpreter.get_output_details()[0]['dtype'] == np.int8
+
+
+@pytest.mark.slow
+def test_eval_prints_the_exported_accuracy_beside_the_checkpoints(
+    exported, trained, digits_dir, test_split):
+  _, labels, expected = test_split
+  result = run_script('eval_image_classifier.py', '--dataset_name=digits',
+                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+                      '--checkpoint_path=%s' % trained,
+                      '--exported_model=%s' % exported['tflite'],
+                      timeout=300)
+  assert result.returncode == 0, result.stdout[-3000:]
+  accuracy = '%.2f%%' % (100 * np.mean(expected == labels))
+  assert ('digits test: TFLite %s: accuracy %s on 360 examples'
+          % (exported['tflite'], accuracy)) in result.stdout
+  assert re.search(r'digits test: checkpoint .*model\.ckpt-150: accuracy '
+                   r'%s; top-1 agreement 100\.00%%' % re.escape(accuracy),
+                   result.stdout)
+
+
+@pytest.mark.slow
+def test_saved_model_in_a_version_folder(exported):
+  version = os.path.join(exported['saved_model'], '1')
+  assert sorted(os.listdir(exported['saved_model'])) == ['1']
+  assert sorted(os.listdir(version)) == ['saved_model.pb', 'variables']
+
+
+@pytest.mark.slow
+def test_saved_model_loads_in_eager_tf2_and_classifies_image_bytes(
+    exported, test_split, digits_dir, tmp_path):
+  images, _, expected = test_split
+  images_file = str(tmp_path / 'images.npy')
+  np.save(images_file, images)
+  result = subprocess.run(
+      [sys.executable, '-c', _EAGER_SCRIPT,
+       os.path.join(exported['saved_model'], '1'),
+       os.path.join(digits_dir, 'digits_test.tfrecord'), images_file],
+      cwd=REPO, env=script_env(), capture_output=True, text=True,
+      timeout=300, check=True)
+  served = json.loads(result.stdout.strip().splitlines()[-1])
+  expected = expected.tolist()
+  assert served['signatures'] == ['predict_images', 'serving_default']
+  assert served['probabilities_shape'] == [360, 10]
+  assert served['bytes_classes'] == expected
+  assert served['float_classes'] == expected
+
+
+@pytest.mark.slow
+def test_graph_without_checkpoint_is_text_unfrozen_and_refused_by_eval(
+    trained, digits_dir, tmp_path):
+  path = str(tmp_path / 'lenet.pbtxt')
+  output = _export('--output_file=%s' % path, '--write_text_graphdef',
+                   '--batch_size=1')
+  assert 'graph: %s (no weights)' % path in output
+  with open(path) as f:
+    assert 'name: "input"' in f.read()
+  graph_def = graph_lib.read_graph_def(path)
+  shape = [node for node in graph_def.node if node.name == 'input'][0]
+  assert [d.size for d in shape.attr['shape'].shape.dim] == [1, 28, 28, 1]
+  result = run_script('eval_image_classifier.py', '--dataset_name=digits',
+                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+                      '--checkpoint_path=%s' % trained,
+                      '--exported_model=%s' % path)
+  assert_one_usage_error(result, r'error: --exported_model=.* is not frozen '
+                         r'\(it holds variable LeNet/.*\); export it with '
+                         r'--checkpoint_path')

@@ -1,0 +1,152 @@
+"""export_inference_graph.py refuses bad input with one line each, before
+anything is written: unknown names, flags out of range, a checkpoint of
+another model or class count, outputs that exist or cannot be written, an
+empty calibration split; and an artifact is written whole or not at all."""
+
+import os
+import re
+
+import pytest
+
+from exporting import config as config_lib
+from exporting import export as export_lib
+from exporting import outputs
+from nets import nets_factory
+from tf2_compat.slim_compat import tf
+from training.errors import UsageError
+from tests.export_flags import export_flags
+from tests.script_runner import assert_one_usage_error
+from tests.script_runner import run_script
+
+
+@pytest.fixture(scope='module')
+def untrained(tmp_path_factory):
+  """A checkpoint prefix of a LeNet for digits, saved untrained: enough
+  for the checks of the flags."""
+  prefix = str(tmp_path_factory.mktemp('untrained') / 'model.ckpt')
+  with tf.Graph().as_default():
+    nets_factory.get_network_fn('lenet', 10)(
+        tf.zeros([1, 28, 28, 1], tf.float32))
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      tf.train.Saver().save(session, prefix)
+  return prefix
+
+
+
+@pytest.mark.slow
+def test_bad_flags_exit_2_with_one_line(tmp_path):
+  result = run_script('export_inference_graph.py', '--model_name=lenet5',
+                      '--dataset_name=digits',
+                      '--output_file=%s' % (tmp_path / 'x.pb'))
+  assert_one_usage_error(result, r"error: --model_name: unknown network name "
+                         r"'lenet5'; known networks: .*")
+  assert os.listdir(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize('values, pattern', [
+    (dict(image_size=3), r'--image_size=3 is too small for lenet: its layers '
+     r'need images of at least 4x4 pixels.*'),
+    (dict(quantize=True), r'--quantize needs a model trained with '
+     r'quantization-aware training.*'),
+    (dict(output_file=''), r'nothing to export: give --output_file, '
+     r'--saved_model_dir or --tflite_file'),
+    (dict(tflite_file='OUT/m.tflite'), r'--tflite_file needs '
+     r'--checkpoint_path: the weights it runs with'),
+    (dict(tflite_file='OUT/m.tflite', checkpoint_path='CKPT',
+          tflite_quantization='int8'),
+     r'--dataset_name=digits --dataset_split_name=train: dataset_dir None .*'),
+    (dict(representative_images=0), r'--representative_images must be >= 1, '
+     r'got 0'),
+])
+def test_bad_export_flags_are_refused(untrained, tmp_path, values,
+                                      pattern):
+  values = {name: value.replace('OUT', str(tmp_path)).replace('CKPT',
+                                                               untrained)
+            if isinstance(value, str) else value
+            for name, value in values.items()}
+  values.setdefault('output_file', str(tmp_path / 'lenet.pb'))
+  with pytest.raises(UsageError) as raised:
+    config_lib.export_config(export_flags(**values))
+  assert len(raised.value.lines) == 1, raised.value.lines
+  assert re.fullmatch(pattern, raised.value.lines[0]), raised.value.lines[0]
+
+
+def test_existing_or_unwritable_outputs_are_refused(tmp_path):
+  existing = tmp_path / 'lenet.pb'
+  existing.write_bytes(b'kept')
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('')
+  (tmp_path / 'serving' / '1').mkdir(parents=True)
+  with pytest.raises(UsageError) as raised:
+    config_lib.export_config(export_flags(
+        output_file=str(existing), checkpoint_path=None,
+        saved_model_dir=str(tmp_path / 'serving'),
+        tflite_file=str(blocker / 'm.tflite')))
+  assert raised.value.lines[:3] == (
+      '--output_file=%s exists; remove it or give another path' % existing,
+      '--saved_model_dir=%s exists; remove it or give another path'
+      % (tmp_path / 'serving' / '1'),
+      '--tflite_file=%s cannot be written: %s is not a directory' % (
+          blocker / 'm.tflite', blocker))
+  assert existing.read_bytes() == b'kept'
+
+
+def test_a_new_saved_model_version_beside_the_old_is_accepted(untrained,
+                                                             tmp_path):
+  (tmp_path / 'serving' / '1').mkdir(parents=True)
+  config = config_lib.export_config(export_flags(
+      saved_model_dir=str(tmp_path / 'serving'), saved_model_version=2,
+      checkpoint_path=untrained, output_file=str(tmp_path / 'g.pb')))
+  assert config.saved_model_path == str(tmp_path / 'serving' / '2')
+
+
+@pytest.mark.parametrize('values, pattern', [
+    (dict(model_name='cifarnet', image_size=32),
+     r'--checkpoint_path=.*: checkpoint .* does not fit the model built from '
+     r'these flags: variable CifarNet/.* is not in it \(and \d+ more '
+     r'variable\(s\) differ\). It was trained with --model_name=lenet: '
+     r'export with that, or give another --checkpoint_path'),
+    (dict(labels_offset=1),
+     r'--checkpoint_path=.*: checkpoint .* does not fit the model built from '
+     r'these flags: variable LeNet/fc4/weights has shape \[1024, 9\] here '
+     r'but \[1024, 10\] in it \(and 1 more variable\(s\) differ\)\. '
+     r'Export with the flags it was trained with, or give another '
+     r'--checkpoint_path'),
+])
+def test_checkpoint_of_another_model_is_named(untrained, tmp_path, values,
+                                               pattern):
+  out = tmp_path / 'out'
+  config = config_lib.export_config(export_flags(
+      checkpoint_path=untrained, output_file=str(out / 'g.pb'), **values))
+  with pytest.raises(UsageError) as raised:
+    export_lib.export(config)
+  assert re.fullmatch(pattern, raised.value.lines[0]), raised.value.lines[0]
+  assert not out.exists()
+
+
+def test_empty_representative_split_is_refused(untrained, tmp_path):
+  empty_dir = tmp_path / 'empty'
+  empty_dir.mkdir()
+  (empty_dir / 'digits_train.tfrecord').write_bytes(b'')
+  with pytest.raises(UsageError) as raised:
+    config_lib.export_config(export_flags(
+        checkpoint_path=untrained, dataset_dir=str(empty_dir),
+        tflite_file=str(tmp_path / 'm.tflite'), tflite_quantization='int8'))
+  assert re.fullmatch(r'--dataset_dir=.*: split train of digits is empty.*',
+                      raised.value.lines[0]), raised.value.lines
+  assert not (tmp_path / 'm.tflite').exists()
+
+
+def test_written_whole_leaves_nothing_when_writing_fails(tmp_path):
+  path = str(tmp_path / 'sub' / 'model.tflite')
+  with pytest.raises(RuntimeError):
+    with outputs.written_whole(path) as partial:
+      with open(partial, 'wb') as f:
+        f.write(b'half')
+      raise RuntimeError('conversion failed')
+  assert os.listdir(str(tmp_path / 'sub')) == []
+  with outputs.written_whole(path) as partial:
+    with open(partial, 'wb') as f:
+      f.write(b'whole')
+  assert os.listdir(str(tmp_path / 'sub')) == ['model.tflite']
