@@ -18,7 +18,8 @@ Connections on Learning", Szegedy et al., 2016
   fully connected layer.
 
 Layers are stride 1 and SAME unless the table says otherwise; batch norm
-and activations come from the network's arg scope.
+and activations come from the network's arg scope (`inception_arg_scope`
+for Inception v4).
 """
 
 import collections
@@ -187,3 +188,57 @@ def classifier(net, num_classes, dropout_keep_prob, end_points, pool_scope,
         net, num_classes, activation_fn=None, scope='Logits')
     end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
   return logits
+
+
+def batch_norm_params(decay, epsilon, updates_collections, scale):
+  """The batch norm of both networks' convolutions: fused where the input
+  allows, gamma only if `scale` (the published checkpoints have none)."""
+  return {'decay': decay, 'epsilon': epsilon,
+          'updates_collections': updates_collections, 'fused': None,
+          'scale': scale}
+
+
+def inception_arg_scope(
+    weight_decay=0.00004,
+    use_batch_norm=True,
+    batch_norm_decay=0.9997,
+    batch_norm_epsilon=0.001,
+    activation_fn=tf.nn.relu,
+    batch_norm_updates_collections=tf.GraphKeys.UPDATE_OPS,
+    batch_norm_scale=False):
+  """Layer defaults of Inception v4, upstream's `inception_arg_scope`.
+
+  Every convolution is followed by batch norm and `activation_fn`, its
+  weights drawn by the variance-scaling (He) initializer; the weights of
+  the convolutions and of the fully connected layers, not their biases,
+  are decayed.
+
+  Args:
+    weight_decay: L2 regularization coefficient of the weights.
+    use_batch_norm: whether batch norm follows each convolution; without
+      it, the convolutions have biases.
+    batch_norm_decay: decay of the batch-norm moving averages.
+    batch_norm_epsilon: added to the variance before normalizing.
+    activation_fn: activation of the convolutions.
+    batch_norm_updates_collections: collection of the moving-average
+      updates.
+    batch_norm_scale: whether batch norm has a trained gamma.
+
+  Returns:
+    An arg_scope to build the network in.
+  """
+  if use_batch_norm:
+    normalizer_fn = slim.batch_norm
+    normalizer_params = batch_norm_params(
+        batch_norm_decay, batch_norm_epsilon, batch_norm_updates_collections,
+        batch_norm_scale)
+  else:
+    normalizer_fn, normalizer_params = None, {}
+  with slim.arg_scope([slim.conv2d, slim.fully_connected],
+                      weights_regularizer=slim.l2_regularizer(weight_decay)):
+    with slim.arg_scope(
+        [slim.conv2d],
+        weights_initializer=slim.variance_scaling_initializer(),
+        activation_fn=activation_fn, normalizer_fn=normalizer_fn,
+        normalizer_params=normalizer_params) as scope:
+      return scope

@@ -225,17 +225,13 @@ def inception_resnet_v2_arg_scope(
     An arg_scope to build `inception_resnet_v2` in.
   """
   regularizer = slim.l2_regularizer(weight_decay)
-  batch_norm_params = {
-      'decay': batch_norm_decay,
-      'epsilon': batch_norm_epsilon,
-      'updates_collections': batch_norm_updates_collections,
-      'fused': None,  # Fused where the input allows.
-      'scale': batch_norm_scale,
-  }
   with slim.arg_scope([slim.conv2d, slim.fully_connected],
                       weights_regularizer=regularizer,
                       biases_regularizer=regularizer):
-    with slim.arg_scope([slim.conv2d], activation_fn=activation_fn,
-                        normalizer_fn=slim.batch_norm,
-                        normalizer_params=batch_norm_params) as scope:
+    with slim.arg_scope(
+        [slim.conv2d], activation_fn=activation_fn,
+        normalizer_fn=slim.batch_norm,
+        normalizer_params=inception_common.batch_norm_params(
+            batch_norm_decay, batch_norm_epsilon,
+            batch_norm_updates_collections, batch_norm_scale)) as scope:
       return scope

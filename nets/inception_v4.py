@@ -20,7 +20,6 @@ Usage:
                                       is_training=False)
 """
 
-from nets import slim_nets
 from nets.inception_common import AvgPool, Conv, MaxPool, Mixed, Split
 from nets import inception_common
 from tf2_compat.slim_compat import slim, tf
@@ -154,8 +153,4 @@ inception_v4.default_image_size = 299
 # the least the auxiliary classifier's 5x5 pool needs.
 inception_v4.min_image_size = 107
 
-# Upstream's inception_utils.inception_arg_scope: batch norm (decay 0.9997,
-# epsilon 0.001, no gamma) and ReLU after every convolution, variance-scaling
-# initializer, L2 decay of the convolution and fully connected weights.
-# tf-slim's inception_v3_arg_scope sets the same defaults.
-inception_v4_arg_scope = slim_nets.inception_v3_arg_scope
+inception_v4_arg_scope = inception_common.inception_arg_scope

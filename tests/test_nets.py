@@ -49,9 +49,11 @@ UPSTREAM_SLIM_NAMES = (
     'pnasnet_large',
     # Inception v4 and Inception-ResNet v2.
     'inception_v4', 'inception_resnet_v2')
-# 20-90 s each to build (1,100-1,600 variables): marked slow.
+# Marked slow: 20-90 s each to build for NASNet and PNASNet (1,100-1,600
+# variables), 10-25 s for Inception v4 and Inception-ResNet v2 (608 and 908).
 SLOW_TO_BUILD = ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large',
-                 'pnasnet_mobile', 'pnasnet_large')
+                 'pnasnet_mobile', 'pnasnet_large', 'inception_v4',
+                 'inception_resnet_v2')
 
 
 def _marking_slow(names):
