@@ -7,7 +7,7 @@ deploy()'s options that change how it is built (sync batch norm, float16,
 gradient accumulation), at the smallest side it builds at (107, where the
 auxiliary classifier's 5x5 pool still fits), with 2 images per clone, for
 one update. Variable names, shapes and counts at the default size are in
-tests/test_nets.py.
+tests/test_nets.py. Their arg scopes are tested on single layers.
 """
 
 import numpy as np
@@ -17,7 +17,7 @@ from deployment import model_deploy
 from deployment import precision
 from nets import nets_factory
 from tests import test_nets
-from tf2_compat.slim_compat import tf
+from tf2_compat.slim_compat import slim, tf
 from training import fine_tune
 from training.errors import UsageError
 
@@ -29,6 +29,72 @@ IMAGE_SIZE = 107
 
 # Tensor equality off while they build (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
+
+
+
+def _layers_in_arg_scope(arg_scope):
+  """A 3x3 convolution 64 -> 64 channels and a fully connected layer to 10
+  built in `arg_scope` (training). Returns the variables by name, the
+  convolution's output and the regularization losses by the name slim
+  gives them ('conv/kernel', 'fc/bias', ...)."""
+  with slim.arg_scope(arg_scope):
+    conv = slim.conv2d(tf.zeros([2, 8, 8, 64]), 64, [3, 3], scope='conv')
+    slim.fully_connected(slim.flatten(conv), 10, activation_fn=None,
+                         scope='fc')
+  variables = {v.op.name: v for v in tf.global_variables()}
+  losses = {loss.op.name.split('/Regularizer/')[0]: loss
+            for loss in tf.losses.get_regularization_losses()}
+  return variables, conv, losses
+
+
+# Upstream's defaults: Inception v4 has the variance-scaling (He) initializer
+# of the other Inceptions and decays weights only; Inception-ResNet v2 keeps
+# conv2d's Glorot uniform one and decays the biases too. Neither has
+# batch norm's gamma. Standard deviations of 3x3x64 -> 64 kernels: sqrt(2 /
+# fan_in) and sqrt(2 / (fan_in + fan_out)), fan_in = fan_out = 576.
+ARG_SCOPES = {
+    'inception_v4': (np.sqrt(2 / 576), ['conv/kernel', 'fc/kernel']),
+    'inception_resnet_v2': (np.sqrt(2 / 1152), ['conv/kernel', 'fc/bias',
+                                                'fc/kernel']),
+}
+
+
+@pytest.mark.parametrize('name', NETWORKS)
+def test_arg_scope_has_upstreams_batch_norm_relu_initializer_and_decay(
+    graph, name):
+  stddev, decayed = ARG_SCOPES[name]
+  variables, conv, losses = _layers_in_arg_scope(
+      nets_factory.arg_scopes_map[name]())
+  assert sorted(variables) == [
+      'conv/BatchNorm/beta', 'conv/BatchNorm/moving_mean',
+      'conv/BatchNorm/moving_variance', 'conv/weights', 'fc/biases',
+      'fc/weights']
+  assert conv.op.type == 'Relu'
+  batch_norm, = [op for op in graph.get_operations()
+                 if op.type.startswith('FusedBatchNorm')]
+  assert batch_norm.get_attr('epsilon') == pytest.approx(0.001)
+  assert sorted(losses) == decayed
+  with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    weights, loss = sess.run([variables['conv/weights'],
+                              losses['conv/kernel']])
+  assert np.std(weights) == pytest.approx(stddev, rel=0.05)
+  # slim's l2_regularizer: weight_decay * sum(w ** 2) / 2.
+  assert loss == pytest.approx(0.00004 * np.sum(weights ** 2) / 2, rel=1e-4)
+
+
+@pytest.mark.parametrize('name', NETWORKS)
+def test_arg_scope_gives_batch_norm_a_gamma_on_request(graph, name):
+  variables, _, _ = _layers_in_arg_scope(
+      nets_factory.arg_scopes_map[name](batch_norm_scale=True))
+  assert variables['conv/BatchNorm/gamma'].shape.as_list() == [64]
+
+
+def test_inception_v4_arg_scope_without_batch_norm_gives_biases(graph):
+  variables, _, _ = _layers_in_arg_scope(
+      nets_factory.arg_scopes_map['inception_v4'](use_batch_norm=False))
+  assert sorted(variables) == ['conv/biases', 'conv/weights', 'fc/biases',
+                               'fc/weights']
 
 
 def _deploy(name):
