@@ -181,45 +181,52 @@ def _aux_head(depth, num_classes):
                                                                  num_classes)
 
 
-def _conv_1xn(n, depth_in, depth_out):
-  """A 1xn or nx1 convolution followed by batch norm (beta only)."""
-  return n * depth_in * depth_out + depth_out
-
-
-def _inception_v4_params(num_classes):
+def _inception_v4_params(num_classes, per_channel=1, aux_head=True):
   """Figures 3 to 8 of the paper, Reduction-A with k=192, l=224, m=256,
   n=384 (its Table 1). Slim swaps some 1x7 and 7x1 (1x3, 3x1)
-  convolutions, which changes no count."""
-  stem = (_conv(3, 3, 32) + _conv(3, 32, 32) + _conv(3, 32, 64) +
-          _conv(3, 64, 96) +  # 147x147x64 -> 73x73x160, beside a max pool
-          _conv(1, 160, 64) + _conv(3, 64, 96) + _conv(1, 160, 64) +
-          2 * _conv_1xn(7, 64, 64) + _conv(3, 64, 96) +  # 71x71x192
-          _conv(3, 192, 192))  # 35x35x384, beside a max pool
-  inception_a = (_conv(1, 384, 96) + _conv(1, 384, 64) + _conv(3, 64, 96) +
-                 _conv(1, 384, 64) + _conv(3, 64, 96) + _conv(3, 96, 96) +
-                 _conv(1, 384, 96))
-  reduction_a = (_conv(3, 384, 384) + _conv(1, 384, 192) +
-                 _conv(3, 192, 224) + _conv(3, 224, 256))  # 1024 out
-  inception_b = (_conv(1, 1024, 384) + _conv(1, 1024, 192) +
-                 _conv_1xn(7, 192, 224) + _conv_1xn(7, 224, 256) +
-                 _conv(1, 1024, 192) + _conv_1xn(7, 192, 192) +
-                 _conv_1xn(7, 192, 224) + _conv_1xn(7, 224, 224) +
-                 _conv_1xn(7, 224, 256) + _conv(1, 1024, 128))
-  reduction_b = (_conv(1, 1024, 192) + _conv(3, 192, 192) +
-                 _conv(1, 1024, 256) + _conv_1xn(7, 256, 256) +
-                 _conv_1xn(7, 256, 320) + _conv(3, 320, 320))  # 1536 out
-  inception_c = (_conv(1, 1536, 256) + _conv(1, 1536, 384) +
-                 2 * _conv_1xn(3, 384, 256) + _conv(1, 1536, 384) +
-                 _conv_1xn(3, 384, 448) + _conv_1xn(3, 448, 512) +
-                 2 * _conv_1xn(3, 512, 256) + _conv(1, 1536, 256))
+  convolutions, which changes no count. Each convolution has `per_channel`
+  parameters per output channel (Slim's batch norm: beta only)."""
+
+  def conv(kernel, depth_in, depth_out):
+    return _conv(kernel, depth_in, depth_out, per_channel)
+
+  def conv_1xn(n, depth_in, depth_out):
+    """A 1xn or nx1 convolution."""
+    return n * depth_in * depth_out + per_channel * depth_out
+
+  stem = (conv(3, 3, 32) + conv(3, 32, 32) + conv(3, 32, 64) +
+          conv(3, 64, 96) +  # 147x147x64 -> 73x73x160, beside a max pool
+          conv(1, 160, 64) + conv(3, 64, 96) + conv(1, 160, 64) +
+          2 * conv_1xn(7, 64, 64) + conv(3, 64, 96) +  # 71x71x192
+          conv(3, 192, 192))  # 35x35x384, beside a max pool
+  inception_a = (conv(1, 384, 96) + conv(1, 384, 64) + conv(3, 64, 96) +
+                 conv(1, 384, 64) + conv(3, 64, 96) + conv(3, 96, 96) +
+                 conv(1, 384, 96))
+  reduction_a = (conv(3, 384, 384) + conv(1, 384, 192) +
+                 conv(3, 192, 224) + conv(3, 224, 256))  # 1024 out
+  inception_b = (conv(1, 1024, 384) + conv(1, 1024, 192) +
+                 conv_1xn(7, 192, 224) + conv_1xn(7, 224, 256) +
+                 conv(1, 1024, 192) + conv_1xn(7, 192, 192) +
+                 conv_1xn(7, 192, 224) + conv_1xn(7, 224, 224) +
+                 conv_1xn(7, 224, 256) + conv(1, 1024, 128))
+  reduction_b = (conv(1, 1024, 192) + conv(3, 192, 192) +
+                 conv(1, 1024, 256) + conv_1xn(7, 256, 256) +
+                 conv_1xn(7, 256, 320) + conv(3, 320, 320))  # 1536 out
+  inception_c = (conv(1, 1536, 256) + conv(1, 1536, 384) +
+                 2 * conv_1xn(3, 384, 256) + conv(1, 1536, 384) +
+                 conv_1xn(3, 384, 448) + conv_1xn(3, 448, 512) +
+                 2 * conv_1xn(3, 512, 256) + conv(1, 1536, 256))
   return (stem + 4 * inception_a + reduction_a + 7 * inception_b +
-          reduction_b + 3 * inception_c + _aux_head(1024, num_classes) +
+          reduction_b + 3 * inception_c +
+          (_aux_head(1024, num_classes) if aux_head else 0) +
           _classifier(1536, num_classes))
 
 
 # tf_keras.applications.InceptionResNetV2: 55,813,192 trainable at 1000
 # classes. Same layers as Slim's (batch norm without gamma, biases on the
-# residual projections only), which adds the auxiliary head.
+# residual projections only), which adds the auxiliary head. (The PyTorch
+# port of the Slim checkpoint in pretrainedmodels, whose batch norm has a
+# gamma, counts 55,843,464: 30,272 more, one per batch-normed channel.)
 _INCEPTION_RESNET_V2_1001 = (_reclassed(55813192, 1536, 1001) +
                              _aux_head(1088, 1001))
 
@@ -697,6 +704,14 @@ def test_resnet_count_formula_reproduces_torchvision_counts():
   assert _resnet_params(1, 50, 1000) == 25557032
   assert _resnet_params(1, 101, 1000) == 44549160
   assert _resnet_params(1, 152, 1000) == 60192808
+
+
+def test_inception_v4_count_formula_reproduces_timms_count():
+  # timm's and pretrainedmodels' inception_v4 (ported from the Slim
+  # checkpoint; also keras-hub's inception_v4_imagenet): 42,679,816 at 1000
+  # classes, without the auxiliary head, with batch norm's gamma.
+  assert _inception_v4_params(1000, per_channel=2, aux_head=False) == (
+      42679816)
 
 
 @pytest.mark.parametrize('name', sorted(PUBLISHED_MILLIONS))
