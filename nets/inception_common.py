@@ -123,59 +123,37 @@ def stack(net, layers, end_points):
   return net
 
 
-def aux_logits(net, num_classes, pool_scope, conv_scope, logits_scope):
-  """The auxiliary classifier on a 17x17 grid, in scope `AuxLogits`.
+class HeadNames(collections.namedtuple(
+    'HeadNames', ['aux_pool', 'aux_conv', 'aux_logits', 'pool', 'dropout'])):
+  """The names of the layers of both classifiers that differ between the
+  published checkpoints: the auxiliary classifier's 5x5 pool, its
+  convolution to 768 channels and its fully connected layer; the
+  classifier's average pool and dropout."""
+  __slots__ = ()
 
-  The names of its pool, of its large convolution and of its logits
-  differ between the published checkpoints, so they are arguments.
 
-  Args:
-    net: the output of the block it classifies, [batch, 17, 17, depth] at
-      the default image size (its side must be at least 5).
-    num_classes: number of classes.
-    pool_scope: name of the 5x5 average pool.
-    conv_scope: name of the convolution to 768 channels.
-    logits_scope: name of the fully connected layer.
-
-  Returns:
-    The auxiliary logits [batch, num_classes].
-  """
+def _aux_logits(net, num_classes, names):
+  """The auxiliary classifier on a 17x17 grid, in scope `AuxLogits`; its
+  input's side must be at least 5."""
   with tf.variable_scope('AuxLogits'):
     net = slim.avg_pool2d(net, [5, 5], stride=3, padding='VALID',
-                          scope=pool_scope)
+                          scope=names.aux_pool)
     net = slim.conv2d(net, 128, [1, 1], scope='Conv2d_1b_1x1')
     # 5x5 at the default image size: the convolution covers the whole grid.
     net = slim.conv2d(net, 768, net.get_shape().as_list()[1:3],
-                      padding='VALID', scope=conv_scope)
+                      padding='VALID', scope=names.aux_conv)
     net = slim.flatten(net)
     return slim.fully_connected(net, num_classes, activation_fn=None,
-                                scope=logits_scope)
+                                scope=names.aux_logits)
 
 
-def classifier(net, num_classes, dropout_keep_prob, end_points, pool_scope,
-               dropout_scope):
-  """Average pool over the whole grid, dropout and logits, in `Logits`.
-
-  Args:
-    net: the last feature map [batch, height, width, depth].
-    num_classes: number of classes; 0 or None builds no classifier and
-      returns the pooled features.
-    dropout_keep_prob: probability that a feature is kept in training.
-    end_points: dict 'global_pool' (the pooled map [batch, 1, 1, depth])
-      and, with classes, 'PreLogitsFlatten' (the features after dropout),
-      'Logits' and 'Predictions' are added to.
-    pool_scope: name of the average pool.
-    dropout_scope: name of the dropout layer.
-
-  Returns:
-    The logits [batch, num_classes], or the pooled features [batch, depth]
-    (before dropout) when num_classes is 0 or None.
-  """
+def _classifier(net, num_classes, dropout_keep_prob, end_points, names):
+  """Average pool over the whole grid, dropout and logits, in `Logits`."""
   with tf.variable_scope('Logits'):
     grid = net.get_shape()[1:3]
     if grid.is_fully_defined():
       net = slim.avg_pool2d(net, grid.as_list(), padding='VALID',
-                            scope=pool_scope)
+                            scope=names.pool)
     else:
       net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
     end_points['global_pool'] = net
@@ -183,11 +161,37 @@ def classifier(net, num_classes, dropout_keep_prob, end_points, pool_scope,
     if not num_classes:
       return net
     net = end_points['PreLogitsFlatten'] = slim.dropout(
-        net, dropout_keep_prob, scope=dropout_scope)
+        net, dropout_keep_prob, scope=names.dropout)
     logits = end_points['Logits'] = slim.fully_connected(
         net, num_classes, activation_fn=None, scope='Logits')
     end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
   return logits
+
+
+def heads(net, aux_input, num_classes, create_aux_logits, dropout_keep_prob,
+          end_points, names):
+  """Both classifiers: the auxiliary one on `aux_input`, if asked for and
+  there are classes, and the one on `net`.
+
+  Args:
+    net: the last feature map [batch, height, width, depth].
+    aux_input: the last 17x17 block's output (at least 5x5).
+    num_classes: number of classes; 0 or None builds neither classifier
+      and returns the pooled features.
+    create_aux_logits: whether to build the auxiliary classifier.
+    dropout_keep_prob: probability that a feature is kept in training.
+    end_points: dict 'global_pool' (the pooled map [batch, 1, 1, depth])
+      and, with classes, 'AuxLogits' (if created), 'PreLogitsFlatten' (the
+      features after dropout), 'Logits' and 'Predictions' are added to.
+    names: the network's `HeadNames`.
+
+  Returns:
+    The logits [batch, num_classes], or the pooled features [batch, depth]
+    (before dropout) when num_classes is 0 or None.
+  """
+  if create_aux_logits and num_classes:
+    end_points['AuxLogits'] = _aux_logits(aux_input, num_classes, names)
+  return _classifier(net, num_classes, dropout_keep_prob, end_points, names)
 
 
 def batch_norm_params(decay, epsilon, updates_collections, scale):

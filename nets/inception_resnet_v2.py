@@ -93,6 +93,11 @@ BLOCK8 = ResidualBlock('block8', 9, 0.20, (  # Figure 19.
      Conv('Conv2d_0c_3x1', 256)),
 ))
 
+# Upstream names the auxiliary classifier's 5x5 pool after a 3x3 convolution.
+HEAD_NAMES = inception_common.HeadNames(
+    aux_pool='Conv2d_1a_3x3', aux_conv='Conv2d_2a_5x5', aux_logits='Logits',
+    pool='AvgPool_1a_8x8', dropout='Dropout')
+
 
 def residual(net, branches, scale, activation_fn, scope):
   """One residual Inception block: `net` plus its scaled-down branches.
@@ -180,14 +185,9 @@ def inception_resnet_v2(inputs,
     net = residual(net, BLOCK8.branches, 1.0, None, 'Block8')
     net = inception_common.stack(net, [Conv('Conv2d_7b_1x1', 1536)],
                                  end_points)
-    if create_aux_logits and num_classes:
-      end_points['AuxLogits'] = inception_common.aux_logits(
-          end_points['PreAuxLogits'], num_classes,
-          pool_scope='Conv2d_1a_3x3', conv_scope='Conv2d_2a_5x5',
-          logits_scope='Logits')
-    logits = inception_common.classifier(
-        net, num_classes, dropout_keep_prob, end_points,
-        pool_scope='AvgPool_1a_8x8', dropout_scope='Dropout')
+    logits = inception_common.heads(
+        net, end_points['PreAuxLogits'], num_classes, create_aux_logits,
+        dropout_keep_prob, end_points, HEAD_NAMES)
   return logits, end_points
 
 

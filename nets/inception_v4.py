@@ -101,6 +101,10 @@ INCEPTION_V4_LAYERS = (
     + (Mixed('Mixed_7a', REDUCTION_B),)
     + tuple(Mixed('Mixed_7' + block, INCEPTION_C) for block in 'bcd'))
 
+HEAD_NAMES = inception_common.HeadNames(
+    aux_pool='AvgPool_1a_5x5', aux_conv='Conv2d_2a', aux_logits='Aux_logits',
+    pool='AvgPool_1a', dropout='Dropout_1b')
+
 
 def inception_v4(inputs,
                  num_classes=1001,
@@ -138,13 +142,9 @@ def inception_v4(inputs,
        slim.arg_scope([slim.batch_norm, slim.dropout],
                       is_training=is_training):
     net = inception_common.stack(inputs, INCEPTION_V4_LAYERS, end_points)
-    if create_aux_logits and num_classes:
-      end_points['AuxLogits'] = inception_common.aux_logits(
-          end_points['Mixed_6h'], num_classes, pool_scope='AvgPool_1a_5x5',
-          conv_scope='Conv2d_2a', logits_scope='Aux_logits')
-    logits = inception_common.classifier(
-        net, num_classes, dropout_keep_prob, end_points,
-        pool_scope='AvgPool_1a', dropout_scope='Dropout_1b')
+    logits = inception_common.heads(
+        net, end_points['Mixed_6h'], num_classes, create_aux_logits,
+        dropout_keep_prob, end_points, HEAD_NAMES)
   return logits, end_points
 
 
