@@ -19,6 +19,8 @@ import functools
 
 from tf2_compat.slim_compat import slim
 from nets import cifarnet
+from nets import inception_resnet_v2
+from nets import inception_v4
 from nets import lenet
 from nets import mobilenet_v1
 from nets import mobilenet_v2
@@ -66,6 +68,8 @@ networks_map = {
     'nasnet_large': nasnet.nasnet_large,
     'pnasnet_mobile': pnasnet.pnasnet_mobile,
     'pnasnet_large': pnasnet.pnasnet_large,
+    'inception_v4': inception_v4.inception_v4,
+    'inception_resnet_v2': inception_resnet_v2.inception_resnet_v2,
 }
 
 arg_scopes_map = {
@@ -105,6 +109,8 @@ arg_scopes_map = {
     'nasnet_large': nasnet.nasnet_large_arg_scope,
     'pnasnet_mobile': pnasnet.pnasnet_mobile_arg_scope,
     'pnasnet_large': pnasnet.pnasnet_large_arg_scope,
+    'inception_v4': inception_v4.inception_v4_arg_scope,
+    'inception_resnet_v2': inception_resnet_v2.inception_resnet_v2_arg_scope,
 }
 
 

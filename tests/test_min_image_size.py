@@ -59,10 +59,11 @@ _DEEPER_RESNETS = {'resnet_v%d_%d' % (version, depth): 'resnet_v%d_50' % version
 _LARGE_NASNETS = {'nasnet_large': 'nasnet_mobile',
                   'pnasnet_large': 'pnasnet_mobile'}
 # NASNet-A and PNASNet-5 take 20-90 s to build (2-3 minutes at the
-# minimum and one less on a busy machine; still slow when short). Their minimum is set by the
+# minimum and one less on a busy machine). Their minimum is set by the
 # stem, the stride-2 steps and the auxiliary head, not by the number of
 # cells between them: they are built with one cell per stack, the same
-# stride-2 steps and the auxiliary head on the same stack.
+# stride-2 steps and the auxiliary head on the same stack (still about 40
+# s on a busy machine).
 _SHORT_NASNETS = {'nasnet_cifar': (nasnet.nasnet, nasnet.CIFAR_CONFIG),
                   'nasnet_mobile': (nasnet.nasnet, nasnet.MOBILE_CONFIG),
                   'pnasnet_mobile': (pnasnet.pnasnet, pnasnet.MOBILE_CONFIG)}
@@ -83,6 +84,9 @@ def _network_fn(name):
       build, short, name, network_fn.default_image_size,
       network_fn.min_image_size)
   return functools.partial(short_fn, num_classes=10, is_training=True)
+# Slow: those, and Inception v4 and Inception-ResNet v2 (45-65 s at their
+# smallest side and at one less).
+_SLOW = tuple(_SHORT_NASNETS) + ('inception_v4', 'inception_resnet_v2')
 
 
 def test_deeper_resnets_have_the_minimum_of_their_50_layer_net():
@@ -98,7 +102,7 @@ def test_large_nasnets_have_the_minimum_of_their_mobile_net():
 
 
 @pytest.mark.parametrize('name', [
-    pytest.param(name, marks=pytest.mark.slow) if name in _SHORT_NASNETS
+    pytest.param(name, marks=pytest.mark.slow) if name in _SLOW
     else name for name in sorted(set(nets_factory.networks_map) -
                                  set(_DEEPER_RESNETS) - set(_LARGE_NASNETS))])
 def test_a_network_builds_at_its_min_image_size_and_not_one_less(name):

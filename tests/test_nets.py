@@ -46,10 +46,14 @@ UPSTREAM_SLIM_NAMES = (
     'mobilenet_edgetpu', 'mobilenet_edgetpu_075',
     # NASNet and PNASNet.
     'nasnet_cifar', 'nasnet_mobile', 'nasnet_large', 'pnasnet_mobile',
-    'pnasnet_large')
-# 20-90 s each to build (1,100-1,600 variables): marked slow.
+    'pnasnet_large',
+    # Inception v4 and Inception-ResNet v2.
+    'inception_v4', 'inception_resnet_v2')
+# Marked slow: 20-90 s each to build for NASNet and PNASNet (1,100-1,600
+# variables), 10-25 s for Inception v4 and Inception-ResNet v2 (608 and 908).
 SLOW_TO_BUILD = ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large',
-                 'pnasnet_mobile', 'pnasnet_large')
+                 'pnasnet_mobile', 'pnasnet_large', 'inception_v4',
+                 'inception_resnet_v2')
 
 
 def _marking_slow(names):
@@ -164,6 +168,67 @@ def _resnet_params(version, layers, num_classes):
   if version == 2:
     total += 2 * depth
   return total + _classifier(depth, num_classes)
+
+
+# Inception v4 and Inception-ResNet v2 (Szegedy et al. 2016): an
+# auxiliary head of a 1x1 convolution to 128 channels, a 5x5 one to 768 and
+# a fully connected layer, on 17x17 maps of 1024 and 1088 channels.
+_AUX_HEAD_INPUT_DEPTHS = {'inception_v4': 1024, 'inception_resnet_v2': 1088}
+
+
+def _aux_head(depth, num_classes):
+  return _conv(1, depth, 128) + _conv(5, 128, 768) + _classifier(768,
+                                                                 num_classes)
+
+
+def _inception_v4_params(num_classes, per_channel=1, aux_head=True):
+  """Figures 3 to 8 of the paper, Reduction-A with k=192, l=224, m=256,
+  n=384 (its Table 1). Slim swaps some 1x7 and 7x1 (1x3, 3x1)
+  convolutions, which changes no count. Each convolution has `per_channel`
+  parameters per output channel (Slim's batch norm: beta only)."""
+
+  def conv(kernel, depth_in, depth_out):
+    return _conv(kernel, depth_in, depth_out, per_channel)
+
+  def conv_1xn(n, depth_in, depth_out):
+    """A 1xn or nx1 convolution."""
+    return n * depth_in * depth_out + per_channel * depth_out
+
+  stem = (conv(3, 3, 32) + conv(3, 32, 32) + conv(3, 32, 64) +
+          conv(3, 64, 96) +  # 147x147x64 -> 73x73x160, beside a max pool
+          conv(1, 160, 64) + conv(3, 64, 96) + conv(1, 160, 64) +
+          2 * conv_1xn(7, 64, 64) + conv(3, 64, 96) +  # 71x71x192
+          conv(3, 192, 192))  # 35x35x384, beside a max pool
+  inception_a = (conv(1, 384, 96) + conv(1, 384, 64) + conv(3, 64, 96) +
+                 conv(1, 384, 64) + conv(3, 64, 96) + conv(3, 96, 96) +
+                 conv(1, 384, 96))
+  reduction_a = (conv(3, 384, 384) + conv(1, 384, 192) +
+                 conv(3, 192, 224) + conv(3, 224, 256))  # 1024 out
+  inception_b = (conv(1, 1024, 384) + conv(1, 1024, 192) +
+                 conv_1xn(7, 192, 224) + conv_1xn(7, 224, 256) +
+                 conv(1, 1024, 192) + conv_1xn(7, 192, 192) +
+                 conv_1xn(7, 192, 224) + conv_1xn(7, 224, 224) +
+                 conv_1xn(7, 224, 256) + conv(1, 1024, 128))
+  reduction_b = (conv(1, 1024, 192) + conv(3, 192, 192) +
+                 conv(1, 1024, 256) + conv_1xn(7, 256, 256) +
+                 conv_1xn(7, 256, 320) + conv(3, 320, 320))  # 1536 out
+  inception_c = (conv(1, 1536, 256) + conv(1, 1536, 384) +
+                 2 * conv_1xn(3, 384, 256) + conv(1, 1536, 384) +
+                 conv_1xn(3, 384, 448) + conv_1xn(3, 448, 512) +
+                 2 * conv_1xn(3, 512, 256) + conv(1, 1536, 256))
+  return (stem + 4 * inception_a + reduction_a + 7 * inception_b +
+          reduction_b + 3 * inception_c +
+          (_aux_head(1024, num_classes) if aux_head else 0) +
+          _classifier(1536, num_classes))
+
+
+# tf_keras.applications.InceptionResNetV2: 55,813,192 trainable at 1000
+# classes. Same layers as Slim's (batch norm without gamma, biases on the
+# residual projections only), which adds the auxiliary head. (The PyTorch
+# port of the Slim checkpoint in pretrainedmodels, whose batch norm has a
+# gamma, counts 55,843,464: 30,272 more, one per batch-normed channel.)
+_INCEPTION_RESNET_V2_1001 = (_reclassed(55813192, 1536, 1001) +
+                             _aux_head(1088, 1001))
 
 
 Spec = collections.namedtuple(
@@ -466,6 +531,35 @@ SPECS = {
          'cell_0/1x1/weights': [1, 1, 540, 216],
          'cell_4/prev_1x1/weights': [1, 1, 1080, 432],
          'final_layer/FC/weights': [4320, 1001]}),
+    'inception_v4': Spec(
+        1001, 299, 1536, _inception_v4_params(1001),
+        ['Conv2d_1a_3x3', 'Mixed_3a', 'Mixed_5e', 'Mixed_6h', 'Mixed_7d',
+         'AuxLogits', 'global_pool', 'PreLogitsFlatten'],
+        {'InceptionV4/Conv2d_1a_3x3/weights': [3, 3, 3, 32],
+         'InceptionV4/Mixed_4a/Branch_1/Conv2d_0b_1x7/weights': [
+             1, 7, 64, 64],
+         'InceptionV4/Mixed_7d/Branch_2/Conv2d_0e_3x1/weights': [
+             3, 1, 512, 256],
+         'InceptionV4/AuxLogits/Conv2d_2a/weights': [5, 5, 128, 768],
+         'InceptionV4/AuxLogits/Aux_logits/biases': [1001],
+         'InceptionV4/Logits/Logits/weights': [1536, 1001]}),
+    'inception_resnet_v2': Spec(
+        1001, 299, 1536, _INCEPTION_RESNET_V2_1001,
+        ['Conv2d_1a_3x3', 'MaxPool_5a_3x3', 'Mixed_5b', 'Mixed_6a',
+         'PreAuxLogits', 'Mixed_7a', 'Conv2d_7b_1x1', 'AuxLogits',
+         'global_pool', 'PreLogitsFlatten'],
+        {'InceptionResnetV2/Conv2d_1a_3x3/weights': [3, 3, 3, 32],
+         'InceptionResnetV2/Repeat/block35_10/Conv2d_1x1/biases': [320],
+         'InceptionResnetV2/Repeat_1/block17_20/Branch_1/Conv2d_0b_1x7/'
+         'weights': [1, 7, 128, 160],
+         'InceptionResnetV2/Repeat_2/block8_9/Conv2d_1x1/weights': [
+             1, 1, 448, 2080],
+         'InceptionResnetV2/Block8/Conv2d_1x1/weights': [1, 1, 448, 2080],
+         'InceptionResnetV2/Conv2d_7b_1x1/BatchNorm/moving_mean': [1536],
+         'InceptionResnetV2/AuxLogits/Conv2d_2a_5x5/weights': [
+             5, 5, 128, 768],
+         'InceptionResnetV2/AuxLogits/Logits/weights': [768, 1001],
+         'InceptionResnetV2/Logits/Logits/weights': [1536, 1001]}),
 }
 
 # Millions of parameters in the papers' tables: NASNet-A 6 @ 768 (CIFAR-10),
@@ -586,6 +680,8 @@ def test_num_classes_0_builds_no_classifier_variables(features):
   head = _classifier(spec.feature_depth, spec.num_classes)
   if name == 'inception_v3':
     head += _INCEPTION_V3_AUX_HEAD + _classifier(768, spec.num_classes)
+  if name in _AUX_HEAD_INPUT_DEPTHS:
+    head += _aux_head(_AUX_HEAD_INPUT_DEPTHS[name], spec.num_classes)
   assert trainable_params == spec.trainable_params - head
 
 
@@ -608,6 +704,14 @@ def test_resnet_count_formula_reproduces_torchvision_counts():
   assert _resnet_params(1, 50, 1000) == 25557032
   assert _resnet_params(1, 101, 1000) == 44549160
   assert _resnet_params(1, 152, 1000) == 60192808
+
+
+def test_inception_v4_count_formula_reproduces_timms_count():
+  # timm's and pretrainedmodels' inception_v4 (ported from the Slim
+  # checkpoint; also keras-hub's inception_v4_imagenet): 42,679,816 at 1000
+  # classes, without the auxiliary head, with batch norm's gamma.
+  assert _inception_v4_params(1000, per_channel=2, aux_head=False) == (
+      42679816)
 
 
 @pytest.mark.parametrize('name', sorted(PUBLISHED_MILLIONS))
