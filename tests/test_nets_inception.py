@@ -3,9 +3,9 @@ and Inception-ResNet v2 fine-tunes from a 1001-class checkpoint.
 
 Their graphs are slow to build (tens of seconds each on this machine, the
 gradients as much again), so each network trains in one test, with
-deploy()'s float16 and gradient accumulation, at the smallest side it builds at (107, where the
-auxiliary classifier's 5x5 pool still fits), with 2 images per clone, for
-one update. Variable names, shapes and counts at the default size are in
+deploy()'s float16 and gradient accumulation, at the smallest side it
+builds at (107, where the auxiliary classifier's 5x5 pool still fits),
+with 2 images per clone, for one update. Variable names, shapes and counts at the default size are in
 tests/test_nets.py. Their arg scopes are tested on single layers.
 """
 
