@@ -54,15 +54,18 @@ def _run(argv, env):
   return result.stdout
 
 
-def accuracy(digits_dir, work_dir, seed, onednn):
-  """Trains the averaging job once; returns its test accuracy (%)."""
+def accuracy(digits_dir, work_dir, seed, onednn, train_flags=TRAIN_FLAGS,
+             label=''):
+  """Trains the job of `train_flags` (the averaging job) once on 2
+  all-reduce workers; returns its test accuracy (%)."""
   env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=onednn,
              TF_CPP_MIN_LOG_LEVEL='2')
   env.pop('TF_CONFIG', None)
-  train_dir = os.path.join(work_dir, 'onednn%s_seed%d' % (onednn, seed))
+  train_dir = os.path.join(work_dir, '%sonednn%s_seed%d' % (label, onednn,
+                                                            seed))
   _run([sys.executable, '-m', 'clusters.launch', '--num_ps', '0',
         '--num_workers', '2', '--', 'train_image_classifier.py'] +
-       TRAIN_FLAGS + ['--dataset_dir=%s' % digits_dir,
+       list(train_flags) + ['--dataset_dir=%s' % digits_dir,
                       '--shuffle_seed=%d' % seed, '--random_seed=%d' % seed,
                       '--train_dir=%s' % train_dir], env)
   output = _run([sys.executable, 'eval_image_classifier.py',
@@ -71,6 +74,15 @@ def accuracy(digits_dir, work_dir, seed, onednn):
                  '--checkpoint_path=%s' % train_dir,
                  '--eval_dir=%s' % os.path.join(train_dir, 'eval')], env)
   return float(EVAL_LINE.search(output).group(1))
+
+
+def convert_digits(work_dir):
+  """The embedded digits dataset, converted under `work_dir`."""
+  digits_dir = os.path.join(work_dir, 'digits')
+  _run([sys.executable, 'download_and_convert_data.py',
+        '--dataset_name=digits', '--dataset_dir=%s' % digits_dir],
+       dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  return digits_dir
 
 
 def _has_avx512():
@@ -88,10 +100,7 @@ def main():
   args = parser.parse_args()
   seeds = [int(s) for s in args.seeds.split(',')]
   with tempfile.TemporaryDirectory() as work_dir:
-    digits_dir = os.path.join(work_dir, 'digits')
-    _run([sys.executable, 'download_and_convert_data.py',
-          '--dataset_name=digits', '--dataset_dir=%s' % digits_dir],
-         dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+    digits_dir = convert_digits(work_dir)
     rows = []
     for onednn in ('1', '0'):
       for seed in seeds:
