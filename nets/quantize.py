@@ -20,7 +20,8 @@ slim.separable_conv2d and slim.fully_connected build
 
 The variables keep the names and shapes of the float network, so float
 and quantization-aware checkpoints restore into each other; each layer
-adds its ranges, `<layer>/weights_quant/min`, `.../max`,
+adds its ranges, `<layer>/weights_quant/min` and `.../max` (for
+separable_conv2d `depthwise_weights_quant/...`, `pointwise_weights_quant/...`),
 `<layer>/act_quant/min` and `.../max`: model variables, not trainable,
 created through tf.get_variable like the weights (so clones share them and
 the deployment places them), updated by ops in UPDATE_OPS like the batch
@@ -138,14 +139,22 @@ class _Mode:
         values, low, high, num_bits=NUM_BITS, narrow_range=symmetric)
     return self.switched(quantized, values)
 
-  def quantized_weights(self, weights, scale=None, ranges=None):
-    """The weights (times the folding `scale`) fake-quantized; `ranges`
-    (default: new ones in the current scope) their range variables."""
-    ranges = ranges or _Ranges('weights_quant', (0.0, 0.0))
+  def quantized_weights(self, short_name, weights, scale=None, ranges=None):
+    """The weights variable `short_name` (times the folding `scale`)
+    fake-quantized; `ranges` (default: new ones in the current scope) its
+    range variables."""
+    ranges = ranges or _weight_ranges(short_name)
     if scale is not None:
       weights = weights * scale
     return self.fake_quant(weights, ranges, moving_average=False,
                            symmetric=True)
+
+
+def _weight_ranges(short_name):
+  """The ranges of a layer's weights variable named `short_name` (weights,
+  depthwise_weights, pointwise_weights), in the current scope:
+  weights_quant/, depthwise_weights_quant/, ..."""
+  return _Ranges(short_name + '_quant', (0.0, 0.0))
 
 
 class _Recorder:
@@ -200,8 +209,9 @@ def _kind(original, kwargs):
 
 
 def _foldable(kind, original, kwargs):
-  """A layer whose normalizer is slim.batch_norm, NHWC, with one weight
-  tensor."""
+  """Whether the layer's batch norm folds into its weights: slim.batch_norm
+  after conv2d, fully_connected or a depthwise separable_conv2d
+  (num_outputs None; with a pointwise step it is applied unfolded), NHWC."""
   if kwargs.get('normalizer_fn') is None or _key(
       kwargs['normalizer_fn']) != _key(slim.batch_norm):
     return False
@@ -219,8 +229,7 @@ def _build_layer(mode, original, args, kwargs):
   if _foldable(kind, original, kwargs):
     outputs, layer_scope = _folded(mode, original, kind, kwargs)
   else:
-    recorder = _Recorder(
-        lambda short, weights: mode.quantized_weights(weights))
+    recorder = _Recorder(mode.quantized_weights)
     with _with_getter(recorder):
       outputs = original(activation_fn=None, outputs_collections=None,
                          **kwargs)
@@ -268,15 +277,15 @@ def _folded(mode, original, kind, kwargs):
   if 'beta' in norm.variables:
     bias += norm.variables['beta']
 
+  # Made here: the layer's second build reuses its variables.
   with tf.variable_scope(_relative(layer_scope),
                          reuse=kwargs.get('reuse') or None):
-    ranges = _Ranges('weights_quant', (0.0, 0.0))
+    ranges = _weight_ranges(unfolded.weights_name.rsplit('/', 1)[-1])
 
-  def folded_weights(short, weights):
-    del short
+  def folded_weights(short_name, weights):
     weight_scale = (tf.reshape(scale, weights.shape[2:]) if kind == _DEPTHWISE
                     else scale)
-    return mode.quantized_weights(weights, weight_scale, ranges)
+    return mode.quantized_weights(short_name, weights, weight_scale, ranges)
 
   kwargs.update(scope=_relative(layer_scope), reuse=True)
   with _with_getter(_Recorder(folded_weights)):

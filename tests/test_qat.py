@@ -69,6 +69,18 @@ def test_range_variables_are_model_variables_beside_the_float_ones(graph):
   assert {op.get_attr('num_bits') for op in fake_quants} == {8}
 
 
+def test_a_separable_convolution_quantizes_both_its_weights(graph):
+  tf.train.get_or_create_global_step()
+  with quantize.quantization_aware(is_training=True):
+    slim.separable_conv2d(tf.zeros([1, 8, 8, 4]), 6, [3, 3], scope='sep')
+  assert sorted(v.op.name for v in tf.get_collection(quantize.RANGES)) == [
+      'sep/act_quant/max', 'sep/act_quant/min',
+      'sep/depthwise_weights_quant/max', 'sep/depthwise_weights_quant/min',
+      'sep/pointwise_weights_quant/max', 'sep/pointwise_weights_quant/min']
+  assert len([op for op in graph.get_operations()
+              if op.type == 'FakeQuantWithMinMaxVars']) == 3
+
+
 @pytest.mark.parametrize('model_name, size, channels', [
     ('lenet', 28, 1), ('mobilenet_v1_025', 32, 3)])
 def test_float_variables_keep_their_names_and_shapes(model_name, size,
@@ -196,8 +208,9 @@ def test_folded_batch_norm_in_eval_is_the_float_layer_up_to_quantization(
       largest = np.abs(folded).max()
       ranges = {'weights_quant/min': -largest, 'weights_quant/max': largest,
                 'act_quant/min': 0.0, 'act_quant/max': expected.max()}
-      _copy_weights(session, {'layer/' + name: value
-                              for name, value in ranges.items()})
+      _copy_weights(session, {
+          'layer/' + name.replace('weights', weights_name.split('/')[1]): value
+          for name, value in ranges.items()})
       quantized = session.run(outputs)
       fake_quants = [op for op in graph.get_operations()
                      if op.type == 'FakeQuantWithMinMaxVars']
@@ -352,8 +365,9 @@ def test_qat_lenet_trains_evaluates_and_exports_to_int8_within_half_a_point(
   interpreter = litert.Interpreter(model_path=tflite_file)
   assert interpreter.get_input_details()[0]['dtype'] == np.int8
   assert interpreter.get_output_details()[0]['dtype'] == np.int8
-  assert {d['dtype'] for d in interpreter.get_tensor_details()
-          if 'weights' in d['name'] or 'Conv2D' in d['name']} == {np.int8}
+  # Full integer: no float tensor (int32: the biases and the shapes).
+  assert {d['dtype'] for d in interpreter.get_tensor_details()} == {
+      np.int8, np.int32}
   output = _eval(digits_dir, qat_lenet, '--quantize',
                  '--exported_model=%s' % tflite_file)
   int8 = _accuracy(output, r'TFLite .*: accuracy ([\d.]+)% on 360')
