@@ -237,8 +237,14 @@ def test_folded_batch_norm_in_eval_is_the_float_layer_up_to_quantization(
   assert np.abs(quantized - expected).mean() < bound / 4
 
 
-def test_two_clones_share_one_set_of_ranges_on_the_variables_device(graph):
-  config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
+@pytest.mark.parametrize('replicas', [
+    dict(),
+    dict(num_replicas=2, replica_id=1, num_ps_tasks=2),
+])
+def test_two_clones_share_one_set_of_ranges_on_the_variables_device(
+    graph, replicas):
+  config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True,
+                                         **replicas)
   with tf.device(config.variables_device()):
     tf.train.get_or_create_global_step()
 
@@ -248,7 +254,13 @@ def test_two_clones_share_one_set_of_ranges_on_the_variables_device(graph):
   clones = model_deploy.create_clones(config, clone_fn)
   ranges = [v for v in tf.global_variables() if '_quant/' in v.op.name]
   assert len(ranges) == 16
-  assert {v.device for v in ranges} == {config.variables_device()}
+  weights = [v for v in tf.global_variables() if v.op.name.endswith(
+      ('weights', 'biases'))]
+  if replicas:  # Spread over the ps tasks as the weights are.
+    assert {v.device for v in ranges} == {v.device for v in weights} == {
+        '/job:ps/task:0/device:CPU:0', '/job:ps/task:1/device:CPU:0'}
+  else:
+    assert {v.device for v in ranges} == {config.variables_device()}
   assert set(ranges) <= set(slim.get_model_variables())
   fake_quants = [op for op in graph.get_operations()
                  if op.type == 'FakeQuantWithMinMaxVars']
