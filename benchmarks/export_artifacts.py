@@ -13,8 +13,8 @@ process, one thread each, one image per call for the latency.
   .venv/bin/python benchmarks/export_artifacts.py
   .venv/bin/python benchmarks/export_artifacts.py --lenet_steps 5 \
       --mobilenet_steps 5 --results_dir /tmp/results   # a quick try
-  .venv/bin/python benchmarks/export_artifacts.py --models 'lenet QAT' \
-      --results_dir /tmp/results        # quantization-aware LeNet alone
+  .venv/bin/python benchmarks/export_artifacts.py --models 'lenet QAT'
+      # quantization-aware LeNet alone: export_artifacts_lenet_qat.md
 
 Writes benchmarks/results/export_artifacts.md, with the issue's targets:
 the frozen graph, the SavedModel and float TFLite give the checkpoint's
@@ -273,9 +273,11 @@ def main(argv=None):
             'graph and the SavedModel; LiteRT for TFLite).', '']
            + table(measured) + ['', '## Targets', ''] + targets(measured)
            + ['', '## Runs', ''] + notes)
-  results.publish('export_artifacts', 'Exported artifacts against their '
-                  'checkpoint', lines, argv=argv,
-                  directory=args.results_dir)
+  # A run of some models writes a file of its own beside the full table.
+  name = ('export_artifacts' if len(measured) == len(MODELS) else
+          'export_artifacts_' + '_'.join(measured).replace(' ', '_').lower())
+  results.publish(name, 'Exported artifacts against their checkpoint',
+                  lines, argv=argv, directory=args.results_dir)
 
 
 if __name__ == '__main__':

@@ -12,9 +12,9 @@
 A quantization-aware graph (export --quantize) carries the ranges of its
 weights and activations in its FakeQuant ops. Its int8 file takes them:
 the converter's quantization-aware path, whose only calibrated range is
-the input's (the representative images' min and max). none and float16
-keep the FakeQuant ops as quantize-dequantize pairs, computing what the
-graph computes.
+the input's (the representative images' min and max). none keeps the
+FakeQuant ops as quantize-dequantize pairs, computing what the graph
+computes.
 """
 
 from tf2_compat.slim_compat import tf

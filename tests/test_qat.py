@@ -390,6 +390,20 @@ def test_qat_lenet_trains_evaluates_and_exports_to_int8_within_half_a_point(
 
 
 @pytest.mark.slow
+def test_qat_float_tflite_gives_the_quantized_checkpoints_classes(
+    qat_lenet, digits_dir, tmp_path):
+  tflite_file = str(tmp_path / 'lenet_qat.tflite')
+  result = run_script(
+      'export_inference_graph.py', '--model_name=lenet',
+      '--dataset_name=digits', '--checkpoint_path=%s' % qat_lenet,
+      '--quantize', '--tflite_file=%s' % tflite_file, timeout=300)
+  assert result.returncode == 0, result.stdout[-3000:]
+  output = _eval(digits_dir, qat_lenet, '--quantize',
+                 '--exported_model=%s' % tflite_file)
+  assert _accuracy(output, r'top-1 agreement ([\d.]+)%') == 100.0
+
+
+@pytest.mark.slow
 def test_qat_checkpoint_evaluates_as_a_float_network_too(qat_lenet,
                                                          digits_dir):
   assert _accuracy(_eval(digits_dir, qat_lenet),
