@@ -12,7 +12,9 @@ checkpoint's with the share of images both give the same top-1 class (no
 summaries are written then). Every example of the split is counted exactly once,
 the last partial batch included. With --num_clones N (and --clone_on_cpu) each clone
 evaluates its own batch of --batch_size per run and the counts add up. The figures are printed and written as summaries
-`eval/Accuracy` and `eval/Recall_5` to --eval_dir.
+`eval/Accuracy` and `eval/Recall_5` to --eval_dir. --quantize builds the
+network quantization-aware, for a checkpoint trained with --quantize_delay
+(docs/training.md).
 """
 
 import dataclasses
@@ -54,7 +56,9 @@ flags.DEFINE_string('exported_model', None,
                     'SavedModel folder or .tflite file) beside '
                     '--checkpoint_path.')
 flags.DEFINE_bool('quantize', False,
-                  'Unsupported: needed tf.contrib.quantize.')
+                  'Evaluate the network quantization-aware (fake-quantized, '
+                  'batch norm folded), as trained with --quantize_delay; '
+                  'the checkpoint must hold its ranges.')
 
 FLAGS = flags.FLAGS
 
@@ -115,11 +119,10 @@ def eval_config(flag_values):
   f = run_config.FlagSnapshot.read(flag_values)
   problems = Problems()
   flag_checks.check_numbers(f, flag_checks.EVAL_RANGES, problems)
-  problems.check(not f.quantize, '--quantize relied on tf.contrib.quantize, '
-                 'which TF 2.x removed; drop the flag')
   checkpoint = problems.attempt(resume_check.readable_checkpoint,
                                 f.checkpoint_path)
-  model = problems.attempt(lookup.model_and_data, f, is_training=False)
+  model = problems.attempt(lookup.model_and_data, f, is_training=False,
+                           quantize_delay=0 if f.quantize else None)
   if model is not None:
     flag_checks.check_image_size('eval_image_size', f.eval_image_size, model,
                                  problems)

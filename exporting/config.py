@@ -56,6 +56,8 @@ class ExportConfig:
     saved_model_version: its version folder's number.
     tflite_file: where the TFLite file goes, or None.
     tflite_quantization: one of exporting.tflite.QUANTIZATIONS.
+    quantize: the network is quantization-aware (--quantize): its int8
+      TFLite file takes the trained ranges.
     calibration: a Calibration for int8, else None.
   """
   model: model_lib.ExportModel
@@ -71,6 +73,7 @@ class ExportConfig:
   saved_model_version: int
   tflite_file: typing.Optional[str]
   tflite_quantization: str
+  quantize: bool
   calibration: typing.Optional[Calibration]
 
   @property
@@ -140,10 +143,6 @@ def export_config(flag_values):
   f = run_config.FlagSnapshot.read(flag_values)
   problems = Problems()
   flag_checks.check_numbers(f, flag_checks.EXPORT_RANGES, problems)
-  problems.check(not f.quantize, '--quantize needs a model trained with '
-                 'quantization-aware training, which is not supported yet; '
-                 'drop the flag (--tflite_quantization=int8 quantizes after '
-                 'training)')
   _check_outputs(f, problems)
   checkpoint = (problems.attempt(resume_check.readable_checkpoint,
                                  f.checkpoint_path)
@@ -162,4 +161,5 @@ def export_config(flag_values):
       output_file=f.output_file, write_text_graphdef=f.write_text_graphdef,
       saved_model_dir=f.saved_model_dir,
       saved_model_version=f.saved_model_version, tflite_file=f.tflite_file,
-      tflite_quantization=f.tflite_quantization, calibration=calibration)
+      tflite_quantization=f.tflite_quantization, quantize=f.quantize,
+      calibration=calibration)

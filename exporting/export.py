@@ -74,7 +74,7 @@ def export(config):
             config.output_file, 'frozen' if saver else 'no weights'))
       if config.tflite_file:
         content = tflite.convert(session, graph, config.tflite_quantization,
-                                 representative)
+                                 representative, config.quantize)
         with outputs.written_whole(config.tflite_file) as partial:
           with open(partial, 'wb') as f:
             f.write(content)

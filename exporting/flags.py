@@ -29,7 +29,10 @@ flags.DEFINE_string('output_file', '',
 flags.DEFINE_bool('write_text_graphdef', False,
                   'Write the GraphDef in protobuf text format.')
 flags.DEFINE_bool('quantize', False,
-                  'Unsupported: needs quantization-aware training.')
+                  'Export the network quantization-aware (FakeQuant ops, '
+                  'batch norm folded), for a checkpoint trained with '
+                  '--quantize_delay; its int8 TFLite file takes the '
+                  'trained ranges.')
 flags.DEFINE_string('checkpoint_path', None,
                     'Checkpoint prefix, or a directory (its newest readable '
                     'checkpoint), whose weights are exported.')

@@ -16,6 +16,7 @@ import typing
 from datasets import dataset_factory
 from datasets import split_check
 from nets import nets_factory
+from nets import quantize
 from preprocessing import preprocessing_factory
 from tf2_compat.slim_compat import tf
 from training.errors import call_for_flag
@@ -77,7 +78,7 @@ def export_model(f, is_training):
   Args:
     f: the flags (dataset_name, dataset_split_name, dataset_dir,
       labels_offset, model_name, preprocessing_name, use_grayscale,
-      image_size).
+      image_size, quantize: build the network quantization-aware).
     is_training: build the network in training mode.
 
   Returns:
@@ -94,6 +95,8 @@ def export_model(f, is_training):
   network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
                              f.model_name, num_classes=num_classes,
                              is_training=is_training)
+  if f.quantize:
+    network_fn = quantize.quantized_network_fn(network_fn, is_training)
   preprocess_fn = call_for_flag(
       '--preprocessing_name', preprocessing_factory.get_preprocessing,
       f.preprocessing_name or f.model_name, is_training=False,

@@ -8,6 +8,13 @@
            on images of the training split, preprocessed as in evaluation.
            The file is about a quarter of the float one and runs on
            integer-only devices.
+
+A quantization-aware graph (export --quantize) carries the ranges of its
+weights and activations in its FakeQuant ops. Its int8 file takes them:
+the converter's quantization-aware path, whose only calibrated range is
+the input's (the representative images' min and max). none keeps the
+FakeQuant ops as quantize-dequantize pairs, computing what the graph
+computes.
 """
 
 from tf2_compat.slim_compat import tf
@@ -15,7 +22,8 @@ from tf2_compat.slim_compat import tf
 QUANTIZATIONS = ('none', 'float16', 'int8')
 
 
-def convert(session, graph, quantization, representative_images=None):
+def convert(session, graph, quantization, representative_images=None,
+            quantization_aware=False):
   """The TFLite flatbuffer (bytes) of an inference graph.
 
   Args:
@@ -25,6 +33,7 @@ def convert(session, graph, quantization, representative_images=None):
     quantization: one of QUANTIZATIONS.
     representative_images: for int8, float32 [n, size, size, channels]
       preprocessed images, n >= 1.
+    quantization_aware: the graph is quantization-aware (FakeQuant ops).
 
   Returns:
     The bytes of the .tflite file.
@@ -34,6 +43,12 @@ def convert(session, graph, quantization, representative_images=None):
   if quantization == 'float16':
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.target_spec.supported_types = [tf.float16]
+  elif quantization == 'int8' and quantization_aware:
+    converter.inference_type = tf.int8
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+    converter.quantized_input_stats = {
+        graph.images.op.name: _int8_stats(representative_images)}
   elif quantization == 'int8':
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: (
@@ -43,3 +58,12 @@ def convert(session, graph, quantization, representative_images=None):
     converter.inference_input_type = tf.int8
     converter.inference_output_type = tf.int8
   return converter.convert()
+
+
+def _int8_stats(images):
+  """(mean, std) with int8 = real x std + mean mapping the images' range
+  (widened to include 0) onto -128..127."""
+  low = min(float(images.min()), 0.0)
+  high = max(float(images.max()), 0.0)
+  std = 255.0 / ((high - low) or 1.0)
+  return (-128.0 - low * std, std)

@@ -47,8 +47,6 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
 @pytest.mark.parametrize('values, pattern', [
     (dict(image_size=3), r'--image_size=3 is too small for lenet: its layers '
      r'need images of at least 4x4 pixels.*'),
-    (dict(quantize=True), r'--quantize needs a model trained with '
-     r'quantization-aware training.*'),
     (dict(output_file=''), r'nothing to export: give --output_file, '
      r'--saved_model_dir or --tflite_file'),
     (dict(tflite_file='OUT/m.tflite'), r'--tflite_file needs '

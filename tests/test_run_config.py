@@ -73,7 +73,7 @@ def test_every_bad_flag_is_reported_at_once(digits_dir):
   with pytest.raises(UsageError) as error:
     run_config.from_flags(
         digits(digits_dir, '--batch_size=0', '--optimizer=adamw',
-               '--learning_rate_decay_type=cosine', '--quantize_delay=3',
+               '--learning_rate_decay_type=cosine', '--quantize_delay=-2',
                '--max_number_of_steps=0', '--model_name=lenet5'), NO_ENV)
   lines = error.value.lines
   assert lines[:5] == (
@@ -83,8 +83,8 @@ def test_every_bad_flag_is_reported_at_once(digits_dir):
       'ftrl, momentum, rmsprop, sgd',
       '--learning_rate_decay_type=cosine is not known; use one of '
       'exponential, fixed, polynomial',
-      '--quantize_delay=3: quantization-aware training relied on '
-      'tf.contrib.quantize, which TF 2.x removed; leave the flag at -1',
+      '--quantize_delay=-2: give -1 (no quantization) or the step from '
+      'which to quantize, >= 0',
   )
   assert len(lines) == 6
   assert lines[5].startswith("--model_name: unknown network name 'lenet5'")

@@ -4,6 +4,7 @@ import dataclasses
 import os
 import typing
 
+from nets import quantize
 from tf2_compat.slim_compat import slim, tf
 from training import checkpoint_fit
 from training.errors import UsageError
@@ -74,8 +75,9 @@ def variables_to_restore(checkpoint_path, exclude_scopes, ignore_missing_vars):
     A dict from checkpoint names to variables.
 
   Raises:
-    UsageError: a variable is missing from the checkpoint (and not ignored)
-      or has another shape there; the message names it and the fix.
+    UsageError: a variable is missing from the checkpoint (and not ignored,
+      nor a quantization range) or has another shape there; the message
+      names it and the fix.
   """
   shapes = dict(tf.train.list_variables(checkpoint_path))
   model_variables = slim.get_model_variables()
@@ -83,9 +85,14 @@ def variables_to_restore(checkpoint_path, exclude_scopes, ignore_missing_vars):
                       model_variables, 'model variable')
   restore = {var.op.name: var for var in model_variables
              if not _in_scopes(var.op.name, exclude_scopes)}
+  ranges = {var.op.name for var in tf.get_collection(quantize.RANGES)}
   for name, shape, saved in checkpoint_fit.misfits(
       checkpoint_fit.by_checkpoint_name(restore), shapes):
-    if saved is None and ignore_missing_vars:
+    if saved is None and name in ranges:
+      # A float checkpoint, fine-tuned quantization-aware: the ranges
+      # follow the values from the first step.
+      del restore[name]
+    elif saved is None and ignore_missing_vars:
       tf.logging.warning('not in %s, left as initialized: %s',
                          checkpoint_path, name)
       del restore[name]

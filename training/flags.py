@@ -7,8 +7,9 @@ Upstream defaults are kept. Flags that differ from upstream:
   --num_epochs_per_decay, --warmup_epochs
                      epochs of data computed from the global batch
                      (upstream ignored num_clones).
-  --quantize_delay   kept, but any value >= 0 fails: tf.contrib.quantize is
-                     gone from TF 2.x.
+  --quantize_delay   quantization-aware training without tf.contrib.quantize,
+                     which TF 2.x removed: the layers are built fake-quantized
+                     (nets/quantize.py); float32 only, no --sync_batch_norm.
   --train_dir_lock   new: `none` trains without train_dir/train.lock, on a
                      file system that has no flock (training/train_dir_lock.py).
   --ps_strategy, --cache_variable_reads, --non_chief_wait_secs,
@@ -95,7 +96,9 @@ flags.DEFINE_float('momentum', 0.9, 'Momentum for Momentum optimizer.')
 flags.DEFINE_float('rmsprop_momentum', 0.9, 'Momentum.')
 flags.DEFINE_float('rmsprop_decay', 0.9, 'Decay term for RMSProp.')
 flags.DEFINE_integer('quantize_delay', -1,
-                     'Unsupported: needed tf.contrib.quantize. Leave at -1.')
+                     'Quantization-aware training: fake-quantize weights and '
+                     'activations (8 bits, batch norm folded) from this '
+                     'global step on; -1: float training.')
 
 # Learning rate.
 flags.DEFINE_string('learning_rate_decay_type', 'exponential',

@@ -14,6 +14,7 @@ from datasets import dataset_factory
 from datasets import image_check
 from datasets import split_check
 from nets import nets_factory
+from nets import quantize
 from preprocessing import preprocessing_factory
 from training.errors import UsageError
 from training.errors import call_for_flag
@@ -27,7 +28,8 @@ ModelAndData = collections.namedtuple(
                      'record_counts', 'model_name'])
 
 
-def model_and_data(flag_values, is_training, weight_decay=0.0):
+def model_and_data(flag_values, is_training, weight_decay=0.0,
+                   quantize_delay=None):
   """Looks up what --dataset_*, --model_name and --preprocessing_name name.
 
   Args:
@@ -36,6 +38,9 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
       preprocessing_name, use_grayscale).
     is_training: build the network and preprocessing for training.
     weight_decay: the network's weight decay.
+    quantize_delay: None: the float network; else the network
+      quantization-aware (nets/quantize.py), fake-quantizing from this
+      global step in training (from the start otherwise).
 
   Returns:
     A ModelAndData.
@@ -61,6 +66,9 @@ def model_and_data(flag_values, is_training, weight_decay=0.0):
                              f.model_name, num_classes=num_classes,
                              weight_decay=weight_decay,
                              is_training=is_training)
+  if quantize_delay is not None:
+    network_fn = quantize.quantized_network_fn(network_fn, is_training,
+                                               quantize_delay)
   preprocess_fn = call_for_flag(
       '--preprocessing_name', preprocessing_factory.get_preprocessing,
       f.preprocessing_name or f.model_name, is_training=is_training,

@@ -52,9 +52,6 @@ from training import train_dir_lock
 from training.errors import Problems
 from training.errors import UsageError
 
-_QUANTIZE_FIX = ('quantization-aware training relied on tf.contrib.quantize, '
-                 'which TF 2.x removed; leave the flag at -1')
-
 # (flag, the known values).
 _CHOICES = (
     ('optimizer', tuple(sorted(optimizers.OPTIMIZERS))),
@@ -233,8 +230,11 @@ def from_flags(flag_values, environ=None):
   deployment = None
   if not problems:
     deployment = problems.attempt(_deployment_config, snapshot, task)
-  model = problems.attempt(lookup.model_and_data, snapshot, is_training=True,
-                           weight_decay=snapshot.weight_decay)
+  model = problems.attempt(
+      lookup.model_and_data, snapshot, is_training=True,
+      weight_decay=snapshot.weight_decay,
+      quantize_delay=(snapshot.quantize_delay
+                      if snapshot.quantize_delay >= 0 else None))
   if model is not None:
     flag_checks.check_image_size('train_image_size',
                                  snapshot.train_image_size, model, problems)
@@ -291,11 +291,28 @@ def _check_values(f, problems):
     value = getattr(f, name)
     problems.check(value in known, '--%s=%s is not known; use one of %s'
                    % (name, value, ', '.join(known)))
-  problems.check(f.quantize_delay == -1, '--quantize_delay=%d: %s'
-                 % (f.quantize_delay, _QUANTIZE_FIX))
+  _check_quantize_delay(f, problems)
   if problems.check(bool(f.train_dir), '--train_dir is required'):
     problems.attempt(_check_writable, f.train_dir)
     problems.attempt(checkpoint_state.check, f.train_dir)
+
+
+def _check_quantize_delay(f, problems):
+  """-1 (float training) or the step quantization-aware training starts,
+  in float32 and with the batch norm of each clone."""
+  if not problems.check(f.quantize_delay >= -1,
+                        '--quantize_delay=%d: give -1 (no quantization) or '
+                        'the step from which to quantize, >= 0'
+                        % f.quantize_delay) or f.quantize_delay == -1:
+    return
+  problems.check(f.precision == 'float32',
+                 '--quantize_delay=%d with --precision=%s: quantization-aware '
+                 'training computes in float32; drop --precision'
+                 % (f.quantize_delay, f.precision))
+  problems.check(not f.sync_batch_norm,
+                 '--quantize_delay=%d with --sync_batch_norm: the folded '
+                 'batch norm takes each clone\'s own statistics; drop '
+                 '--sync_batch_norm' % f.quantize_delay)
 
 
 def _check_writable(train_dir):
