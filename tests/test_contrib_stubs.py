@@ -178,9 +178,10 @@ def test_quantize_imports_and_its_calls_name_the_replacement():
     contrib_quantize.create_training_graph(quant_delay=0)
   assert str(raised.value) == (
       'tensorflow.contrib.quantize.create_training_graph() was removed in '
-      'TF 2.x; use the TF Model Optimization Toolkit for quantization-aware '
-      'training (pip install tensorflow-model-optimization; '
-      'tfmot.quantization.keras.quantize_model, for Keras models)')
+      'TF 2.x; build the network quantization-aware instead: '
+      'nets.quantize.quantization_aware() around it '
+      '(train_image_classifier.py --quantize_delay does so), or the TF Model '
+      'Optimization Toolkit for Keras models')
 
 
 @pytest.mark.parametrize('name, replacement', [
@@ -194,7 +195,7 @@ def test_quantize_imports_and_its_calls_name_the_replacement():
      'use tf.data.Dataset.bucket_by_sequence_length'),
     ('framework.with_shape', 'use tf_slim for arg scopes and variable '
                              'helpers'),
-    ('quantize.experimental_create_eval_graph', 'TF Model Optimization'),
+    ('quantize.experimental_create_eval_graph', 'quantization_aware()'),
     ('tpu.TPUEstimator', 'use tf.compat.v1.tpu or tf.distribute.'
                          'TPUStrategy'),
     ('no_such_module.anything', 'tensorflow.contrib was removed in TF 2.0'),

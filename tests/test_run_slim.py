@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from tf2_compat import contrib_stubs
 from tf2_compat import run_slim
 from tf2_compat.slim_compat import tf
 from tests.script_runner import REPO, script_env
@@ -96,9 +97,8 @@ def test_a_removed_contrib_call_is_one_line_with_the_call_site(tmp_path):
   lines = result.stderr.splitlines()
   assert lines == [
       'error: %s:6: tensorflow.contrib.quantize.create_training_graph() was '
-      'removed in TF 2.x; use the TF Model Optimization Toolkit for '
-      'quantization-aware training (pip install tensorflow-model-optimization;'
-      ' tfmot.quantization.keras.quantize_model, for Keras models)' % path]
+      'removed in TF 2.x; %s' % (path, contrib_stubs.MODULE_ADVICE[
+          'quantize'])]
 
 
 def test_another_exception_shows_only_the_scripts_frames(tmp_path):
@@ -354,10 +354,8 @@ def test_tf1_a_removed_call_is_one_line_with_the_programs_call_site(
   assert result.returncode == 1
   assert result.stderr == (
       'error: %s:4: tensorflow.contrib.quantize.create_training_graph() was '
-      'removed in TF 2.x; use the TF Model Optimization Toolkit for '
-      'quantization-aware training (pip install tensorflow-model-optimization;'
-      ' tfmot.quantization.keras.quantize_model, for Keras models)\n'
-      % (tmp_path / 'lib' / 'quantized.py'))
+      'removed in TF 2.x; %s\n' % (tmp_path / 'lib' / 'quantized.py',
+                                    contrib_stubs.MODULE_ADVICE['quantize']))
 
 
 def test_a_tf1_name_without_tf1_is_one_line_saying_to_add_it(tmp_path):

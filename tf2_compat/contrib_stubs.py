@@ -38,8 +38,7 @@ train_image_classifier.py imports `tensorflow.contrib.quantize` for
     raises `RemovedInTF2Error` when called (or subclassed), naming the call
     and what replaces it on TF 2.x, e.g.
         tensorflow.contrib.quantize.create_training_graph() was removed in
-        TF 2.x; use the TF Model Optimization Toolkit for quantization-aware
-        training (...)
+        TF 2.x; build the network quantization-aware instead: (...)
     and `RemovedNameUsedError` when used as a value (compared, given to
     isinstance, converted to a number or a tensor, ...). It is false in a
     truth test: `if tf.contrib.X:` is feature detection, and TF 2.x does
@@ -168,9 +167,10 @@ HOMELESS.update(
                  'FLOAT_OPS_OPTIONS'))
 
 _QUANTIZATION = (
-    'use the TF Model Optimization Toolkit for quantization-aware training '
-    '(pip install tensorflow-model-optimization; '
-    'tfmot.quantization.keras.quantize_model, for Keras models)')
+    'build the network quantization-aware instead: '
+    'nets.quantize.quantization_aware() around it '
+    '(train_image_classifier.py --quantize_delay does so), or the TF Model '
+    'Optimization Toolkit for Keras models')
 _ESTIMATOR = ('TF 2.21 has no tf.estimator either; use tf_keras or a '
               'tf.compat.v1 session loop')
 
