@@ -31,8 +31,11 @@ _TRAIN_IMAGE_SIZE_RULE, = [condition for name, condition, _ in
 
 
 def _build(network_fn, size):
+  # The video networks take clips of their default number of frames.
+  frames = getattr(network_fn, 'default_num_frames', None)
+  shape = [1, size, size, 3] if frames is None else [1, frames, size, size, 3]
   with tf.Graph().as_default():
-    network_fn(tf.zeros([1, size, size, 3]))
+    network_fn(tf.zeros(shape))
 
 
 def _refusals(name, size):
