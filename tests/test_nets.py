@@ -3,9 +3,9 @@
 Each network is built once per module at its default image size with the
 number of classes of its published Slim checkpoint (1000 or 1001; 10 for the
 MNIST and CIFAR-10 networks; the video networks, which take clips of
-`Spec.num_frames` frames, with upstream's default, 1000), and once without classifier (num_classes=0)
-for an unknown batch size (but for the deeper ResNets and the NASNets
-built as another, see FEATURE_NAMES).
+`Spec.num_frames` frames, with upstream's default, 1000), and once without
+classifier (num_classes=0) for an unknown batch size (but for the deeper
+ResNets and the NASNets built as another, see FEATURE_NAMES).
 Only graphs are built here: the large networks are never run.
 tests/test_nets_project.py runs the networks this project writes,
 tests/test_nets_nasnet.py trains NASNet and PNASNet.

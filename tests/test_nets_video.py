@@ -1,6 +1,7 @@
 """I3D and S3D-G (nets/i3d.py, nets/s3dg.py): the clip shapes of upstream's
 end points, S3D-G's separable and gated layers and where they start,
-refused arguments, and training on two CPU clones.
+refused arguments, training on two CPU clones, and the training script's
+refusal (it feeds images).
 
 Names, shapes and parameter counts at upstream's 64-frame 224x224 clips
 are checked against the inflated Inception v1 count in tests/test_nets.py.
@@ -16,6 +17,7 @@ from nets import i3d
 from nets import nets_factory
 from nets import s3dg
 from nets import video_common
+from tests import test_min_image_size
 from tf2_compat.slim_compat import slim, tf
 
 pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
@@ -175,3 +177,14 @@ def test_training_on_two_clones_lowers_the_loss(name):
   assert trained.steps == [1, 2, 3]
   with trained.graph.as_default():
     assert len(slim.get_model_variables()) == MODEL_VARIABLES[name]
+
+
+@pytest.mark.parametrize('name', ['i3d', 's3dg'])
+def test_the_training_script_refuses_a_video_network_in_one_line(
+    digits_dir, tmp_path, name):
+  assert test_min_image_size.training_refusal(
+      digits_dir, tmp_path, '--model_name=%s' % name) == (
+      '--model_name=%s is a video network: it takes clips [batch, frames, '
+      'height, width, 3], and the scripts feed images; build it with '
+      'nets.nets_factory.get_network_fn in your own input pipeline, or '
+      'choose an image network' % name,)
