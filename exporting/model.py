@@ -19,6 +19,7 @@ from nets import nets_factory
 from nets import quantize
 from preprocessing import preprocessing_factory
 from tf2_compat.slim_compat import tf
+from training import lookup
 from training.errors import call_for_flag
 
 
@@ -85,8 +86,8 @@ def export_model(f, is_training):
     An ExportModel.
 
   Raises:
-    UsageError: an unknown dataset or network, missing dataset files, or
-      --labels_offset leaving no class; naming the flag.
+    UsageError: an unknown dataset or network, a video network, missing
+      dataset files, or --labels_offset leaving no class; naming the flag.
   """
   dataset = _dataset(f)
   num_classes = call_for_flag('--labels_offset=%d' % f.labels_offset,
@@ -95,6 +96,7 @@ def export_model(f, is_training):
   network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
                              f.model_name, num_classes=num_classes,
                              is_training=is_training)
+  lookup.refuse_video_network(f.model_name, network_fn)
   if f.quantize:
     network_fn = quantize.quantized_network_fn(network_fn, is_training)
   preprocess_fn = call_for_flag(

@@ -9,6 +9,10 @@ None it returns the pre-logits features [batch, depth] instead, and creates
 no classifier variables. Variable names are those of the published Slim
 checkpoints.
 
+The video networks i3d and s3dg take clips [batch, frames, height, width, 3]
+instead (`default_num_frames` of them by default) and average their logits
+over the frames left after their temporal strides.
+
 Example:
   network_fn = nets_factory.get_network_fn('inception_v3', num_classes=1001)
   size = network_fn.default_image_size  # 299
@@ -19,6 +23,7 @@ import functools
 
 from tf2_compat.slim_compat import slim
 from nets import cifarnet
+from nets import i3d
 from nets import inception_resnet_v2
 from nets import inception_v4
 from nets import lenet
@@ -27,6 +32,7 @@ from nets import mobilenet_v2
 from nets import mobilenet_v3
 from nets import nasnet
 from nets import pnasnet
+from nets import s3dg
 from nets import slim_nets
 
 networks_map = {
@@ -39,6 +45,8 @@ networks_map = {
     'inception_v1': slim_nets.inception_v1,
     'inception_v2': slim_nets.inception_v2,
     'inception_v3': slim_nets.inception_v3,
+    'i3d': i3d.i3d,
+    's3dg': s3dg.s3dg,
     'lenet': lenet.lenet,
     'resnet_v1_50': slim_nets.resnet_v1_50,
     'resnet_v1_101': slim_nets.resnet_v1_101,
@@ -82,6 +90,8 @@ arg_scopes_map = {
     'inception_v1': slim_nets.inception_v1_arg_scope,
     'inception_v2': slim_nets.inception_v2_arg_scope,
     'inception_v3': slim_nets.inception_v3_arg_scope,
+    'i3d': i3d.i3d_arg_scope,
+    's3dg': s3dg.s3dg_arg_scope,
     'lenet': lenet.lenet_arg_scope,
     'resnet_v1_50': slim_nets.resnet_arg_scope,
     'resnet_v1_101': slim_nets.resnet_arg_scope,
@@ -127,7 +137,8 @@ def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
   Returns:
     network_fn(images, **kwargs) -> (logits, end_points), where kwargs are
     further arguments of the network. It has the network's
-    `default_image_size` and `min_image_size`.
+    `default_image_size` and `min_image_size` (and, for the video
+    networks, `default_num_frames`).
 
   Raises:
     ValueError: if `name` is not a known network.

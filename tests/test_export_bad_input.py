@@ -56,6 +56,9 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
      r'--dataset_name=digits --dataset_split_name=train: dataset_dir None .*'),
     (dict(representative_images=0), r'--representative_images must be >= 1, '
      r'got 0'),
+    (dict(model_name='s3dg', preprocessing_name='inception'),
+     r'--model_name=s3dg is a video network: it takes clips \[batch, '
+     r'frames, height, width, 3\], and the scripts feed images; .*'),
 ])
 def test_bad_export_flags_are_refused(untrained, tmp_path, values,
                                       pattern):

@@ -31,8 +31,11 @@ _TRAIN_IMAGE_SIZE_RULE, = [condition for name, condition, _ in
 
 
 def _build(network_fn, size):
+  # The video networks take clips of their default number of frames.
+  frames = getattr(network_fn, 'default_num_frames', None)
+  shape = [1, size, size, 3] if frames is None else [1, frames, size, size, 3]
   with tf.Graph().as_default():
-    network_fn(tf.zeros([1, size, size, 3]))
+    network_fn(tf.zeros(shape))
 
 
 def _refusals(name, size):
@@ -120,6 +123,20 @@ def test_a_network_builds_at_its_min_image_size_and_not_one_less(name):
     assert not _TRAIN_IMAGE_SIZE_RULE(0)
 
 
+def training_refusal(digits_dir, tmp_path, *flags):
+  """The lines of the UsageError that the training script's configuration
+  raises for `flags` on the digits dataset."""
+  with flagsaver.flagsaver():
+    FLAGS.unparse_flags()
+    FLAGS(['train_image_classifier.py', '--dataset_name=digits',
+           '--dataset_dir=%s' % digits_dir,
+           '--train_dir=%s' % (tmp_path / 'train')] + list(flags))
+    snapshot = run_config.FlagSnapshot.of(FLAGS)
+  with pytest.raises(UsageError) as refused:
+    run_config.from_flags(snapshot, environ={})
+  return refused.value.lines
+
+
 @pytest.mark.parametrize('name, size, minimum, default', [
     ('lenet', 3, 4, 28),
     ('inception_v3', 106, 107, 299),
@@ -127,16 +144,8 @@ def test_a_network_builds_at_its_min_image_size_and_not_one_less(name):
 ])
 def test_a_train_image_size_below_the_minimum_is_refused_naming_both(
     digits_dir, tmp_path, name, size, minimum, default):
-  with flagsaver.flagsaver():
-    FLAGS.unparse_flags()
-    FLAGS(['train_image_classifier.py', '--dataset_name=digits',
-           '--dataset_dir=%s' % digits_dir, '--model_name=%s' % name,
-           '--train_image_size=%d' % size,
-           '--train_dir=%s' % (tmp_path / 'train')])
-    snapshot = run_config.FlagSnapshot.of(FLAGS)
-  with pytest.raises(UsageError) as refused:
-    run_config.from_flags(snapshot, environ={})
-  assert refused.value.lines == (
+  assert training_refusal(digits_dir, tmp_path, '--model_name=%s' % name,
+                          '--train_image_size=%d' % size) == (
       '--train_image_size=%d is too small for %s: its layers need images of '
       'at least %dx%d pixels; use --train_image_size=%d or more, or leave it '
       "unset for %s's default, %d" % (size, name, minimum, minimum, minimum,

@@ -2,9 +2,10 @@
 
 Each network is built once per module at its default image size with the
 number of classes of its published Slim checkpoint (1000 or 1001; 10 for the
-MNIST and CIFAR-10 networks), and once without classifier (num_classes=0)
-for an unknown batch size (but for the deeper ResNets and the NASNets
-built as another, see FEATURE_NAMES).
+MNIST and CIFAR-10 networks; the video networks, which take clips of
+`Spec.num_frames` frames, with upstream's default, 1000), and once without
+classifier (num_classes=0) for an unknown batch size (but for the deeper
+ResNets and the NASNets built as another, see FEATURE_NAMES).
 Only graphs are built here: the large networks are never run.
 tests/test_nets_project.py runs the networks this project writes,
 tests/test_nets_nasnet.py trains NASNet and PNASNet.
@@ -48,7 +49,9 @@ UPSTREAM_SLIM_NAMES = (
     'nasnet_cifar', 'nasnet_mobile', 'nasnet_large', 'pnasnet_mobile',
     'pnasnet_large',
     # Inception v4 and Inception-ResNet v2.
-    'inception_v4', 'inception_resnet_v2')
+    'inception_v4', 'inception_resnet_v2',
+    # Video: Inception v1 inflated to clips.
+    'i3d', 's3dg')
 # Marked slow: 20-90 s each to build for NASNet and PNASNet (1,100-1,600
 # variables), 10-25 s for Inception v4 and Inception-ResNet v2 (608 and 908).
 SLOW_TO_BUILD = ('nasnet_cifar', 'nasnet_mobile', 'nasnet_large',
@@ -231,9 +234,39 @@ _INCEPTION_RESNET_V2_1001 = (_reclassed(55813192, 1536, 1001) +
                              _aux_head(1088, 1001))
 
 
+def _inflated_inception_v1_params(num_classes, first_frames, frames,
+                                  separable=False, gated=False):
+  """Inception v1 (as `_inception_v1_params`) on clips: each kxk kernel
+  spans `frames` frames (`first_frames` for the first 7x7), so has `frames`
+  times the weights. Separable (S3D): a 1xkxk convolution with batch norm,
+  then a frames x 1 x 1 one from and to its output channels, with biases.
+  Gated (S3D-G): each 3x3 layer and each branch of a module is multiplied
+  by a gate, a cxc 1x1 convolution without biases."""
+  def kxk(kernel, depth_in, depth_out):
+    if separable and frames > 1:
+      return (_conv(kernel, depth_in, depth_out) +
+              frames * depth_out * depth_out + depth_out)
+    return frames * kernel * kernel * depth_in * depth_out + depth_out
+
+  def gate(depth):
+    return depth * depth if gated else 0
+
+  total = (first_frames * 7 * 7 * 3 * 64 + 64 + _conv(1, 64, 64) +
+           kxk(3, 64, 192) + gate(192))
+  depth = 192
+  for ones, reduce3, threes, reduce5, fives, pool in _INCEPTION_V1_MODULES:
+    total += (_conv(1, depth, ones) + _conv(1, depth, reduce3) +
+              kxk(3, reduce3, threes) + _conv(1, depth, reduce5) +
+              kxk(3, reduce5, fives) + _conv(1, depth, pool))
+    total += gate(ones) + gate(threes) + gate(fives) + gate(pool)
+    depth = ones + threes + fives + pool
+  return total + _classifier(depth, num_classes)
+
+
 Spec = collections.namedtuple(
     'Spec', ['num_classes', 'image_size', 'feature_depth', 'trainable_params',
-             'end_points', 'checkpoint_variables'])
+             'end_points', 'checkpoint_variables', 'num_frames'],
+    defaults=[None])
 
 
 def _vgg_spec(name, published_count, last_conv):
@@ -562,6 +595,39 @@ SPECS = {
          'InceptionResnetV2/Logits/Logits/weights': [1536, 1001]}),
 }
 
+SPECS.update({
+    # Upstream's defaults: 1000 classes, 64-frame clips (the papers' and
+    # upstream's tests'). Every kxk kernel spans 3 frames, the first 7.
+    'i3d': Spec(
+        1000, 224, 1024, _inflated_inception_v1_params(1000, 7, 3),
+        ['Conv2d_1a_7x7', 'MaxPool_4a_3x3', 'Mixed_5c'],
+        {'InceptionV1/Conv2d_1a_7x7/weights': [7, 7, 7, 3, 64],
+         'InceptionV1/Conv2d_2c_3x3/weights': [3, 3, 3, 64, 192],
+         'InceptionV1/Mixed_4b/Branch_3/Conv2d_0b_1x1/weights': [
+             1, 1, 1, 480, 64],
+         'InceptionV1/Mixed_5c/Branch_2/Conv2d_0b_3x3/weights': [
+             3, 3, 3, 48, 128],
+         'InceptionV1/Logits/Conv2d_0c_1x1/weights': [1, 1, 1, 1024, 1000]},
+        num_frames=64),
+    # The first kernel spans 3 frames; the others are separable, all gated.
+    's3dg': Spec(
+        1000, 224, 1024,
+        _inflated_inception_v1_params(1000, 3, 3, separable=True, gated=True),
+        ['Conv2d_1a_7x7', 'Conv2d_2c_3x3', 'Mixed_5c'],
+        {'InceptionV1/Conv2d_1a_7x7/weights': [3, 7, 7, 3, 64],
+         'InceptionV1/Conv2d_2c_3x3/weights': [1, 3, 3, 64, 192],
+         'InceptionV1/Conv2d_2c_3x3/temporal/weights': [3, 1, 1, 192, 192],
+         'InceptionV1/Conv2d_2c_3x3/temporal/biases': [192],
+         'InceptionV1/Conv2d_2c_3x3/self_gating/transformer_W/weights': [
+             1, 1, 1, 192, 192],
+         'InceptionV1/Mixed_5c/Branch_1/Conv2d_0b_3x3/temporal/weights': [
+             3, 1, 1, 384, 384],
+         'InceptionV1/Mixed_5c/Branch_3/Conv2d_0b_1x1/self_gating/'
+         'transformer_W/weights': [1, 1, 1, 128, 128],
+         'InceptionV1/Logits/Conv2d_0c_1x1/biases': [1000]},
+        num_frames=64),
+})
+
 # Millions of parameters in the papers' tables: NASNet-A 6 @ 768 (CIFAR-10),
 # 4 @ 1056 and 6 @ 4032 (Zoph et al. 2018; also upstream's README), and the
 # mobile and large PNASNet-5 (Liu et al. 2018), at 1000 classes. NASNet's
@@ -575,8 +641,12 @@ PUBLISHED_MILLIONS = {'nasnet_cifar': 3.3, 'nasnet_mobile': 5.3,
 _MOVING_AVERAGES_COUNTED = {'nasnet_mobile': 36738, 'nasnet_large': 196668}
 
 
-def _channels(name):
-  return 1 if name == 'lenet' else 3
+def _input_shape(name, batch, size):
+  """Images [batch, size, size, channels]; clips for the video networks."""
+  frames = SPECS[name].num_frames
+  if frames:
+    return [batch, frames, size, size, 3]
+  return [batch, size, size, 1 if name == 'lenet' else 3]
 
 
 def _trainable_params():
@@ -602,6 +672,8 @@ def test_network_fn_has_default_image_size_and_network_name(name):
   network_fn = nets_factory.get_network_fn(name, num_classes=10)
   assert network_fn.default_image_size == SPECS[name].image_size
   assert network_fn.__name__ == nets_factory.networks_map[name].__name__
+  assert (getattr(network_fn, 'default_num_frames', None) ==
+          SPECS[name].num_frames)
 
 
 @pytest.fixture(scope='module', params=_marking_slow(UPSTREAM_SLIM_NAMES))
@@ -612,7 +684,7 @@ def classifier(request):
   with tf.Graph().as_default() as graph:
     network_fn = nets_factory.get_network_fn(name, spec.num_classes)
     size = network_fn.default_image_size
-    images = tf.placeholder(tf.float32, [2, size, size, _channels(name)])
+    images = tf.placeholder(tf.float32, _input_shape(name, 2, size))
     logits, end_points = network_fn(images)
   yield name, logits, end_points, graph
 
@@ -663,7 +735,7 @@ def features(request):
   with tf.Graph().as_default():
     network_fn = nets_factory.get_network_fn(name, num_classes=0)
     size = network_fn.default_image_size
-    images = tf.placeholder(tf.float32, [None, size, size, _channels(name)])
+    images = tf.placeholder(tf.float32, _input_shape(name, None, size))
     net, _ = network_fn(images)
     trainable_params = _trainable_params()
   yield name, net, trainable_params
@@ -690,13 +762,21 @@ def test_num_classes_0_builds_no_classifier_variables(features):
 @pytest.mark.parametrize('name', ['lenet', 'cifarnet', 'mobilenet_v1',
                                   'mobilenet_v2', 'mobilenet_v3_small',
                                   'alexnet_v2', 'inception_v1',
-                                  'resnet_v1_50'])
+                                  'resnet_v1_50', 'i3d', 's3dg'])
 def test_num_classes_none_gives_features_like_0(graph, name):
   network_fn = nets_factory.get_network_fn(name, num_classes=None)
   size = network_fn.default_image_size
-  net, end_points = network_fn(tf.zeros([2, size, size, _channels(name)]))
+  net, end_points = network_fn(tf.zeros(_input_shape(name, 2, size)))
   assert net.shape.as_list() == [2, SPECS[name].feature_depth]
   assert 'Logits' not in end_points
+
+
+def test_inflated_count_formula_with_one_frame_is_inception_v1s():
+  # Justifies _inflated_inception_v1_params by the 2-D count it inflates.
+  assert (_inflated_inception_v1_params(1001, 1, 1) ==
+          _inception_v1_params(1001))
+  assert (_inflated_inception_v1_params(1001, 1, 1, separable=True) ==
+          _inception_v1_params(1001))
 
 
 def test_resnet_count_formula_reproduces_torchvision_counts():

@@ -66,6 +66,12 @@ def test_upstream_name_maps_to_its_preprocessing(name):
       UPSTREAM_NAMES[name])
 
 
+@pytest.mark.parametrize('name', ['i3d', 's3dg'])
+def test_video_networks_have_no_preprocessing_as_upstream(name):
+  # Upstream's factory maps no clip preprocessing to its video networks.
+  assert name not in preprocessing_factory.preprocessing_fn_map
+
+
 def test_unknown_name_lists_known_names():
   with pytest.raises(ValueError, match=r"'lenet5'.*alexnet_v2, cifarnet, "):
     preprocessing_factory.get_preprocessing('lenet5')

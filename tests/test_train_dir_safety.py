@@ -154,6 +154,12 @@ def _write_checkpoint(prefix, values, layout=None):
       tf.train.Saver(variables).save(session, prefix)
 
 
+def test_an_inception_v1_checkpoint_names_inception_v1_not_the_video_nets():
+  # i3d and s3dg share its scope, but the scripts refuse them.
+  assert checkpoint_fit._model_names(
+      ['InceptionV1/Logits/Conv2d_0c_1x1/weights']) == ['inception_v1']
+
+
 _CHOICES = checkpoint_fit.Choices(model_name='lenet', dataset_name='flowers',
                                   labels_offset=0)
 

@@ -73,10 +73,12 @@ def _default_scope(network):
 
 
 def _model_names(checkpoint_names):
-  """The --model_name values whose network scope the checkpoint holds."""
+  """The --model_name values whose network scope the checkpoint holds; not
+  the video networks (InceptionV1 too), which the scripts refuse."""
   scopes = {name.split('/', 1)[0] for name in checkpoint_names}
   return [model for model, network in sorted(nets_factory.networks_map.items())
-          if _default_scope(network) in scopes]
+          if _default_scope(network) in scopes and
+          not hasattr(network, 'default_num_frames')]
 
 
 def _saved_layout(reader):

@@ -28,6 +28,17 @@ ModelAndData = collections.namedtuple(
                      'record_counts', 'model_name'])
 
 
+def refuse_video_network(model_name, network_fn):
+  """Raises a UsageError if --model_name is a video network (i3d, s3dg):
+  the scripts feed images, not clips [batch, frames, height, width, 3]."""
+  if hasattr(network_fn, 'default_num_frames'):
+    raise UsageError(
+        '--model_name=%s is a video network: it takes clips [batch, frames, '
+        'height, width, 3], and the scripts feed images; build it with '
+        'nets.nets_factory.get_network_fn in your own input pipeline, or '
+        'choose an image network' % model_name)
+
+
 def model_and_data(flag_values, is_training, weight_decay=0.0,
                    quantize_delay=None):
   """Looks up what --dataset_*, --model_name and --preprocessing_name name.
@@ -46,7 +57,8 @@ def model_and_data(flag_values, is_training, weight_decay=0.0,
     A ModelAndData.
 
   Raises:
-    UsageError: an unknown name, missing, corrupt or empty dataset files, a
+    UsageError: an unknown name, a video network (the scripts feed images,
+      not clips), missing, corrupt or empty dataset files, a
       label outside the classes, an image that does not decode or is too
       large, or --labels_offset leaving no class; naming the flag.
   """
@@ -66,6 +78,7 @@ def model_and_data(flag_values, is_training, weight_decay=0.0,
                              f.model_name, num_classes=num_classes,
                              weight_decay=weight_decay,
                              is_training=is_training)
+  refuse_video_network(f.model_name, network_fn)
   if quantize_delay is not None:
     network_fn = quantize.quantized_network_fn(network_fn, is_training,
                                                quantize_delay)
