@@ -118,11 +118,9 @@ SOURCES = {
 }
 
 # Contrib names that are the very same object in TF 2.21
-# ("module:attribute", see patching.resolve).
+# ("module:attribute", see patching.resolve), where neither SOURCES nor
+# TensorFlow's upgrade tables (see _renamed) lead to it.
 REPLACEMENTS = {
-    'data.AUTOTUNE': 'tensorflow.data.experimental:AUTOTUNE',
-    'framework.CriticalSection': 'tensorflow:CriticalSection',
-    'framework.argsort': 'tensorflow:argsort',
     'framework.deprecated': 'tensorflow.python.util.deprecation:deprecated',
     'framework.deprecated_arg_values':
         'tensorflow.python.util.deprecation:deprecated_arg_values',
@@ -130,7 +128,6 @@ REPLACEMENTS = {
         'tensorflow.python.util.deprecation:deprecated_args',
     'framework.init_from_checkpoint':
         'tensorflow.compat.v1.train:init_from_checkpoint',
-    'framework.is_tensor': 'tensorflow:is_tensor',
     'framework.list_variables': 'tensorflow.train:list_variables',
     'framework.load_checkpoint': 'tensorflow.train:load_checkpoint',
     'framework.load_variable': 'tensorflow.train:load_variable',
@@ -139,7 +136,6 @@ REPLACEMENTS = {
         'tensorflow.python.framework.ops:prepend_name_scope',
     'framework.py_func': 'tensorflow.compat.v1:py_func',
     'framework.smart_cond': 'tensorflow.python.framework.smart_cond:smart_cond',
-    'framework.sort': 'tensorflow:sort',
     'framework.strip_name_scope':
         'tensorflow.python.framework.ops:strip_name_scope',
     # tf-keras's class, as programs see it (an import of the module
