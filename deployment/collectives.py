@@ -145,38 +145,64 @@ def all_reduce_sum(tensor, group, name, member):
   return reduce_with_gradient(tensor)
 
 
-# Gradients are packed into buffers of about this many bytes, one all-reduce
-# per buffer (like Horovod's fusion buffer): a few large collectives instead
-# of one per variable. A tensor larger than this gets a buffer of its own.
-DEFAULT_BUFFER_BYTES = 32 * 2 ** 20
+# Gradients are packed into buffers of at most this many bytes, one
+# all-reduce per buffer (like Horovod's fusion buffer): a few collectives
+# instead of one per variable, and a large tensor split over several. TF's
+# ring all-reduce over gRPC keeps the link busy only with several
+# collectives under way (benchmarks/all_reduce_buffers.py measures it).
+DEFAULT_BUFFER_BYTES = 4 * 2 ** 20
 
 
 def _buffers(tensors, buffer_bytes):
-  """Indices of `tensors` grouped into buffers: same dtype, in order, each
-  buffer at most `buffer_bytes` unless one tensor alone is larger."""
+  """The pieces of `tensors` grouped into buffers of one dtype each.
+
+  The tensors are taken last first, the order in which backprop computes
+  the gradients of the variables in creation order, so the first buffers
+  can be sent while the rest are still computed. A tensor fills what is
+  left of its dtype's open buffer and goes on into new ones: every buffer
+  holds at most `buffer_bytes` (at least one element).
+
+  Returns:
+    [[(tensor index, first element, number of elements), ...] per buffer].
+  """
   buffers = []
-  open_buffers = {}  # dtype -> (indices, bytes so far)
-  for index, tensor in enumerate(tensors):
-    size = tensor.shape.num_elements() * tensor.dtype.size
-    indices, used = open_buffers.get(tensor.dtype, (None, 0))
-    if indices is None or used + size > buffer_bytes:
-      indices, used = [], 0
-      buffers.append(indices)
-    indices.append(index)
-    open_buffers[tensor.dtype] = (indices, used + size)
+  open_buffers = {}  # dtype -> (pieces, elements left)
+  for index in reversed(range(len(tensors))):
+    tensor = tensors[index]
+    capacity = max(1, buffer_bytes // tensor.dtype.size)
+    pieces, room = open_buffers.get(tensor.dtype, (None, 0))
+    start, size = 0, tensor.shape.num_elements()
+    while start < size:
+      if room == 0:
+        pieces, room = [], capacity
+        buffers.append(pieces)
+      taken = min(room, size - start)
+      pieces.append((index, start, taken))
+      start += taken
+      room -= taken
+    open_buffers[tensor.dtype] = (pieces, room)
   return buffers
 
 
 def _packed(tensors, buffer_bytes, reduce_fn):
   """reduce_fn applied to `tensors` packed into flat buffers, unpacked."""
-  results = [None] * len(tensors)
-  for number, indices in enumerate(_buffers(tensors, buffer_bytes)):
-    flat = tf.concat([tf.reshape(tensors[i], [-1]) for i in indices], 0)
-    reduced = reduce_fn(flat, number)
-    sizes = [tensors[i].shape.num_elements() for i in indices]
-    for i, part in zip(indices, tf.split(reduced, sizes)):
-      results[i] = tf.reshape(part, tensors[i].shape)
-  return results
+  flat = [tf.reshape(tensor, [-1]) for tensor in tensors]
+  parts = [[] for _ in tensors]
+  for number, pieces in enumerate(_buffers(tensors, buffer_bytes)):
+    reduced = reduce_fn(tf.concat(
+        [_piece(flat[index], start, size, tensors[index])
+         for index, start, size in pieces], 0), number)
+    for (index, _, _), part in zip(
+        pieces, tf.split(reduced, [size for _, _, size in pieces])):
+      parts[index].append(part)
+  return [tf.reshape(part[0] if len(part) == 1 else tf.concat(part, 0),
+                     tensor.shape) for part, tensor in zip(parts, tensors)]
+
+
+def _piece(flat, start, size, tensor):
+  if start == 0 and size == tensor.shape.num_elements():
+    return flat
+  return flat[start:start + size]
 
 
 # What the all-reduce sends float32 values as, by UpdateOptions'

@@ -53,9 +53,10 @@ class UpdateOptions:
       scale.
     all_reduce_buffer_bytes: with all-reduce replicas (several replicas,
       no ps tasks; see DeploymentConfig), the gradients summed over this
-      worker's clones are packed into buffers of about this many bytes and
-      averaged over the replicas, one collective per buffer, before the
-      update; every replica applies the same update. Replica averaging
+      worker's clones are packed into buffers of at most this many bytes
+      (a larger tensor is split over several) and averaged over the
+      replicas, one collective per buffer, before the update; every
+      replica applies the same update. Replica averaging
       packs the variables the same way.
     replica_averaging_steps: k, for all-reduce replicas only: instead of
       averaging the gradients every step, each replica applies its own and

@@ -231,17 +231,46 @@ def test_gradients_are_packed_into_few_collectives(cluster):
     sizes = sorted(op.inputs[0].shape.as_list()[0]
                    for op in tf.get_default_graph().get_operations()
                    if op.type == 'CollectiveReduceV2')
-  # hidden/weights (48) + biases (8) exceed 50 floats: they part.
-  assert sizes == [8 + 24 + 3, 48]
+  # Last variable first, 50 floats a buffer: logits (3 + 24) and 23 of
+  # hidden/biases (8) + weights (48), then the other 33 weights.
+  assert sizes == [33, 50]
 
 
-def test_buffers_group_by_dtype_in_order():
+def test_buffers_take_the_last_tensor_first_and_split_what_does_not_fit():
   with tf.Graph().as_default():
     tensors = [tf.zeros([10]), tf.zeros([5], tf.float64), tf.zeros([30]),
                tf.zeros([3], tf.float64)]
     # pylint: disable=protected-access
-    assert collectives._buffers(tensors, 4 * 32) == [[0], [1, 3], [2]]
-    assert collectives._buffers(tensors, 10 ** 6) == [[0, 2], [1, 3]]
+    assert collectives._buffers(tensors, 4 * 32) == [
+        [(3, 0, 3), (1, 0, 5)], [(2, 0, 30), (0, 0, 2)], [(0, 2, 8)]]
+    assert collectives._buffers(tensors, 10 ** 6) == [
+        [(3, 0, 3), (1, 0, 5)], [(2, 0, 30), (0, 0, 10)]]
+    # A buffer smaller than one element still holds one.
+    assert collectives._buffers(tensors[:1], 1) == [
+        [(0, i, 1)] for i in range(10)]
+
+
+def test_packed_buffers_give_every_tensor_back_in_its_shape():
+  values = [np.arange(12, dtype=np.float32).reshape(3, 4),
+            np.arange(5, dtype=np.float64), np.arange(7, dtype=np.float32)]
+  with tf.Graph().as_default():
+    seen = []
+
+    def reduce_fn(flat, number):
+      seen.append((number, flat.shape.as_list(), flat.dtype))
+      return flat * 2
+    # pylint: disable=protected-access
+    packed = collectives._packed([tf.constant(v) for v in values], 4 * 10,
+                                 reduce_fn)
+    with tf.Session() as session:
+      results = session.run(packed)
+  # The last tensor's 7 floats and 3 of the first's, the 5 doubles (40
+  # bytes), the first's other 9 floats.
+  assert seen == [(0, [10], tf.float32), (1, [5], tf.float64),
+                  (2, [9], tf.float32)]
+  for value, result in zip(values, results):
+    assert result.shape == value.shape and result.dtype == value.dtype
+    np.testing.assert_array_equal(result, value * 2)
 
 
 def test_all_reduce_replicas_variables_sit_on_each_worker():

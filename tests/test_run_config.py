@@ -117,6 +117,12 @@ def test_every_bad_flag_is_reported_at_once(digits_dir):
     (['--gradient_compression=fp16'], '--gradient_compression=fp16 '
      'compresses the all-reduce between workers: it needs a cluster of '
      'several workers and no ps tasks; drop it'),
+    (['--all_reduce_buffer_bytes=1048576'], '--all_reduce_buffer_bytes='
+     '1048576 sizes the all-reduce between workers: it needs a cluster of '
+     'several workers and no ps tasks; drop it'),
+    (['--worker_hosts=127.0.0.1:2222,127.0.0.1:2223', '--job_name=worker',
+      '--all_reduce_buffer_bytes=0'], '--all_reduce_buffer_bytes must be '
+     '>= 1, got 0'),
     (['--worker_hosts=127.0.0.1:2222,127.0.0.1:2223', '--job_name=worker',
       '--replica_averaging_steps=0'], '--replica_averaging_steps must be >= 1 '
      '(unset: average the gradients every step), got 0'),
@@ -173,6 +179,13 @@ def test_all_reduce_workers_take_the_gradient_compression(digits_dir):
       tf_config([], WORKERS, 'worker', 0))
   assert config.update == update.UpdateOptions(gradient_compression='bf16')
   assert config.update.wire_dtype == tf.bfloat16
+
+
+def test_all_reduce_workers_take_the_buffer_size(digits_dir):
+  config = run_config.from_flags(
+      digits(digits_dir, '--clone_on_cpu', '--all_reduce_buffer_bytes=65536'),
+      tf_config([], WORKERS, 'worker', 0))
+  assert config.update == update.UpdateOptions(all_reduce_buffer_bytes=65536)
 
 
 def test_ps_task_needs_no_dataset():

@@ -100,7 +100,7 @@ def test_update_and_a_flat_argument_together_are_refused(graph):
   with pytest.raises(ValueError, match=re.escape(
       'deploy() got update=UpdateOptions(accumulation_steps=2, '
       'clip_gradient_norm=None, loss_scale=None, all_reduce_buffer_bytes='
-      "33554432, replica_averaging_steps=None, gradient_compression='none') "
+      "4194304, replica_averaging_steps=None, gradient_compression='none') "
       'and also clip_gradient_norm; '
       'give the options once: put clip_gradient_norm in '
       'update=UpdateOptions(...)')):

@@ -42,6 +42,7 @@ TRAIN_RANGES = SHARED_RANGES + (
     ('accumulation_steps', lambda v: v >= 1, '>= 1 (1: no accumulation)'),
     ('replica_averaging_steps', lambda v: v >= 1,
      '>= 1 (unset: average the gradients every step)'),
+    ('all_reduce_buffer_bytes', lambda v: v >= 1, '>= 1'),
     ('clip_gradient_norm', lambda v: v > 0, '> 0 (leave it unset for no '
      'clipping)'),
 )

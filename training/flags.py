@@ -65,6 +65,11 @@ flags.DEFINE_enum('gradient_compression', 'none', ['none', 'fp16', 'bf16'],
                   'All-reduce workers (no ps tasks) only: send the '
                   'gradients (and the averaged weights) as 16-bit floats, '
                   'half the bytes; averaged in 16 bits, applied in 32.')
+flags.DEFINE_integer('all_reduce_buffer_bytes', 4 * 2 ** 20,
+                     'All-reduce workers (no ps tasks) only: the gradients '
+                     'go in buffers of at most this many bytes, one '
+                     'collective each (several under way keep the link '
+                     'busy; large tensors are split).')
 flags.DEFINE_float('clip_gradient_norm', None,
                    'Clip the gradient by this global norm (of the gradient '
                    'summed over the clones and micro-steps); None: no '

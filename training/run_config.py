@@ -253,7 +253,8 @@ def _worker_config(f, task, deployment, model, checkpoint):
       accumulation_steps=f.accumulation_steps,
       clip_gradient_norm=f.clip_gradient_norm,
       replica_averaging_steps=f.replica_averaging_steps,
-      gradient_compression=f.gradient_compression)
+      gradient_compression=f.gradient_compression,
+      all_reduce_buffer_bytes=f.all_reduce_buffer_bytes)
   optimizer = _from_flags(optimizers.OptimizerConfig, f, name=f.optimizer)
   inputs = _from_flags(
       inputs_lib.InputConfig, f,
@@ -376,6 +377,12 @@ def _check_all_reduce(f, num_workers, task, problems):
       '--gradient_compression=%s compresses the all-reduce between workers: '
       'it needs a cluster of several workers and no ps tasks; drop it'
       % f.gradient_compression)
+  problems.check(
+      not f.given('all_reduce_buffer_bytes') or (task is not None
+                                                 and task.all_reduce),
+      '--all_reduce_buffer_bytes=%d sizes the all-reduce between workers: '
+      'it needs a cluster of several workers and no ps tasks; drop it'
+      % f.all_reduce_buffer_bytes)
   if task is None:
     problems.check(
         f.slurm or not deployment_config.uses_all_reduce(f.worker_replicas,
