@@ -135,7 +135,10 @@ def export_model(f, is_training):
       network_fn=network_fn, preprocess_fn=preprocess_fn,
       num_frames=f.num_frames if f.is_video_model else None,
       final_endpoint=f.final_endpoint)
-  if f.final_endpoint:
+  # Built at a size and clip length that are valid (else the flag checks
+  # report those).
+  if f.final_endpoint and image_size >= network_fn.min_image_size and (
+      not f.is_video_model or (f.num_frames or 0) >= 1):
     _check_end_point(model)
   return model
 

@@ -85,6 +85,10 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
      r"--tflite_file with --is_video_model: TFLite's builtin ops have no "
      r"3-D pooling \(MaxPool3D, AvgPool3D\); export the clips' graph with "
      r'--output_file'),
+    (dict(final_endpoint='pool2', image_size=3), r'--image_size=3 is too '
+     r'small for lenet: .*'),
+    (dict(model_name='i3d', is_video_model=True, final_endpoint='Mixed_3b'),
+     r'--is_video_model needs --num_frames: .*'),
     (dict(final_endpoint='pool9'),
      r'--final_endpoint=pool9 is not an end point of lenet; use one of '
      r'conv1, pool1, conv2, pool2, Flatten, fc3, dropout3, Logits, '
