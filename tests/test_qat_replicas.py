@@ -13,8 +13,12 @@ from deployment import model_deploy
 from deployment import update
 from nets import quantize
 from tf2_compat.slim_compat import slim, tf
+import train_image_classifier
+from training import run_config
 from tests import test_sync_batch_norm
 from tests.test_all_reduce import Cluster
+from tests.test_run_config import NO_ENV
+from tests.test_run_config import digits
 
 # Two in-process servers on 127.0.0.1, one thread per replica.
 pytestmark = pytest.mark.xdist_group('loopback')
@@ -185,3 +189,19 @@ def test_the_ranges_travel_in_one_small_collective_of_their_own():
   # With replica averaging, with the weights every k-th step instead.
   assert _collectives(replica_averaging_steps=3) == [
           (collectives.REPLICA_AVERAGING_GROUP_KEY, gradients + 8)]
+
+
+def test_the_training_script_syncs_the_ranges_of_its_all_reduce_workers(
+    digits_dir, tmp_path):
+  config = run_config.from_flags(digits(
+      digits_dir, '--worker_hosts=127.0.0.1:2222,127.0.0.1:2223',
+      '--job_name=worker', '--task=1', '--clone_on_cpu',
+      '--quantize_delay=0', '--train_dir=%s' % tmp_path), NO_ENV)
+  assert config.deployment.all_reduce_replicas
+  with tf.Graph().as_default() as graph:
+    train_image_classifier.build_training_graph(config)
+    synced = [op.inputs[0].shape.num_elements()
+              for op in graph.get_operations()
+              if op.type == 'CollectiveReduceV2' and tf.get_static_value(
+                  op.inputs[2]) == collectives.REPLICA_STATISTICS_GROUP_KEY]
+  assert synced == [4 * 4]  # LeNet's 4 layers x 4 ranges
