@@ -10,8 +10,11 @@ prints the input and output tensors (`input:0`, the net's Predictions).
 With the same checkpoint, --saved_model_dir=DIR writes DIR/1/ for
 TensorFlow Serving, and --tflite_file=F (--tflite_quantization=none,
 float16 or int8; int8 also needs --dataset_dir, for the calibration
-images) a TFLite model. docs/export.md has the details; every artifact
-evaluates with eval_image_classifier.py --exported_model.
+images) a TFLite model. Upstream's --final_endpoint=NAME ends the graph
+at that end point of the net; --is_video_model --num_frames=N exports a
+video network (i3d, s3dg) taking clips [batch, N, size, size, 3].
+docs/export.md has the details; every artifact of a whole net evaluates
+with eval_image_classifier.py --exported_model.
 
 Bad flags, a checkpoint of another model or an output path that exists
 exit 2 with 'error:' lines, before anything is written.

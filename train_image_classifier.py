@@ -38,6 +38,7 @@ from datasets import tfrecord_check
 from deployment import collectives
 from deployment import model_deploy
 from deployment import precision
+from nets import quantize
 from tf2_compat.slim_compat import tf
 from training import cli
 from training import divergence
@@ -231,7 +232,8 @@ def build_training_graph(config):
       summaries=[model_deploy.scalar_summary('learning_rate',
                                              learning_rate)],
       sync_batch_norm=config.sync_batch_norm, precision=config.precision,
-      update=config.update)
+      update=config.update,
+      replica_mean_variables=lambda: tf.get_collection(quantize.RANGES))
   model_size.check(
       tf.global_variables(), '--train_image_size=%d' % config.inputs.image_size,
       config.model.model_name, config.model.network_fn.default_image_size,

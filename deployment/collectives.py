@@ -29,6 +29,7 @@ REPLICA_GRADIENTS_GROUP_KEY = 2
 REPLICA_BROADCAST_GROUP_KEY = 3
 CLUSTER_CHECK_GROUP_KEY = 4   # the workers' start-up agreement
 REPLICA_AVERAGING_GROUP_KEY = 5
+REPLICA_STATISTICS_GROUP_KEY = 6  # the variables set from each batch
 
 # Errors a collective raises when a member never arrives or the group breaks.
 COLLECTIVE_ERRORS = (tf.errors.DeadlineExceededError,
@@ -305,10 +306,17 @@ def average_every(step_op, variables, global_step, every, group, member,
                                     tf.cast(every, global_step.dtype)), 0)
 
   def average():
-    means = all_reduce_mean([v.read_value() for v in variables], group,
-                            member, 'replica_average', buffer_bytes,
-                            wire_dtype)
-    return tf.group(*[v.assign(mean, read_value=False)
-                      for v, mean in zip(variables, means)])
+    return assign_means(variables, group, member, 'replica_average',
+                        buffer_bytes, wire_dtype)
 
   return tf.cond(due, average, tf.no_op, name='average_replicas')
+
+
+def assign_means(variables, group, member, name,
+                 buffer_bytes=DEFAULT_BUFFER_BYTES, wire_dtype=None):
+  """An op setting `variables` to their mean over the members of `group`
+  (see all_reduce_mean); every member gets the same values."""
+  means = all_reduce_mean([v.read_value() for v in variables], group,
+                          member, name, buffer_bytes, wire_dtype)
+  return tf.group(*[v.assign(mean, read_value=False)
+                    for v, mean in zip(variables, means)])

@@ -191,7 +191,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None, update_ops=None,
            variable_averages=None, variables_to_average=None,
            summaries=None, sync_batch_norm=False, precision='float32',
-           update=None, **update_fields):
+           update=None, replica_mean_variables=None, **update_fields):
   """Builds the clones, their losses and (with an optimizer) the train op.
 
   The update ops (e.g. batch-norm moving averages) of the first clone run
@@ -248,6 +248,13 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       stages in the order they run. With all-reduce replicas, start them
       from the chief's weights with `broadcast_variables` or
       `BroadcastVariablesHook`.
+    replica_mean_variables: variables each replica sets from its own
+      batches by the first clone's update ops, not by the gradient, such
+      as the quantization ranges of nets/quantize.py (a list, or a
+      function returning one: `lambda: tf.get_collection(quantize.RANGES)`).
+      With all-reduce replicas they are averaged over the replicas after
+      every step (see update.train_step), so that the replicas keep the
+      same values; otherwise they are left as they are.
     **update_fields: deprecated, for one release: the fields of an
       UpdateOptions as keyword arguments (accumulation_steps=4), as the
       previous release took them; each call warns with a
@@ -303,7 +310,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             var_list=None if var_list is None else list(var_list),
             variable_averages=variable_averages,
             variables_to_average=variables_to_average,
-            summarize_gradients=summarize_gradients)
+            summarize_gradients=summarize_gradients, update_ops=step_ops,
+            replica_mean_variables=list(_called(replica_mean_variables)
+                                        or []))
         with tf.control_dependencies([step.op] + step_ops):
           train_op = tf.identity(step.total_loss, name='train_op')
         total_loss, gathered = step.total_loss, step.losses

@@ -137,7 +137,8 @@ TrainStep = collections.namedtuple(
 
 def train_step(config, clones, optimizer, global_step, update,
                precision='float32', var_list=None, variable_averages=None,
-               variables_to_average=None, summarize_gradients=False):
+               variables_to_average=None, summarize_gradients=False,
+               update_ops=(), replica_mean_variables=()):
   """Builds one training step of `clones`, its stages in the order they run.
 
   The order, and why:
@@ -160,7 +161,14 @@ def train_step(config, clones, optimizer, global_step, update,
     6. the optimizer's apply, which advances the global step; then the
        moving averages of the updated weights.
     7. replica averaging: every k-th global step, after the apply whose
-       global step it reads, the variables averaged over the replicas.
+       global step it reads, the variables averaged over the replicas
+       (with the replica-mean variables, once the update ops set them).
+    8. the replica-mean variables (all-reduce replicas without replica
+       averaging): once the update ops set them from this replica's batch,
+       their mean over the replicas, every run, in one collective of their
+       own, uncompressed: every replica then holds the same values. For a
+       moving average of the batches' statistics (the quantization ranges)
+       that is the moving average of the replicas' mean statistic.
 
   Call under the optimizer's device, once the clones exist.
 
@@ -176,6 +184,12 @@ def train_step(config, clones, optimizer, global_step, update,
     variable_averages, variables_to_average: see
       variable_averages.after_apply.
     summarize_gradients: add a histogram and a norm summary per gradient.
+    update_ops: the ops that set `replica_mean_variables` (the first
+      clone's UPDATE_OPS); with replica-mean variables, they run first.
+    replica_mean_variables: variables each replica sets from its own batch
+      rather than from the gradient (nets/quantize.py's ranges), kept
+      identical over all-reduce replicas by stage 7 or 8; ignored without
+      all-reduce replicas.
 
   Returns:
     A TrainStep.
@@ -235,13 +249,24 @@ def train_step(config, clones, optimizer, global_step, update,
         grads_and_vars, update.accumulation_steps, apply_update)
   else:
     step_op = apply_update(grads_and_vars)
+  statistics = (list(replica_mean_variables)
+                if config.all_reduce_replicas else [])
+  if statistics:  # 7 and 8 read the values this run's update ops set.
+    step_op = tf.group(step_op, *update_ops)
   # 7. Replica averaging.
   if averaging_replicas:
     step_op = collectives.average_every(
-        step_op, [v for _, v in grads_and_vars], global_step,
+        step_op, [v for _, v in grads_and_vars] + statistics, global_step,
         update.replica_averaging_steps,
         replica_group(config, collectives.REPLICA_AVERAGING_GROUP_KEY), 0,
         update.all_reduce_buffer_bytes, update.wire_dtype)
+  # 8. The replica-mean variables.
+  elif statistics:
+    with tf.control_dependencies([step_op]):
+      step_op = collectives.assign_means(
+          statistics,
+          replica_group(config, collectives.REPLICA_STATISTICS_GROUP_KEY),
+          0, 'replica_statistics', update.all_reduce_buffer_bytes)
   return TrainStep(step_op, total_loss, gathered, summaries)
 
 

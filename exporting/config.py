@@ -110,6 +110,32 @@ def _check_outputs(f, problems):
         '--%s needs --checkpoint_path: the weights it runs with' % flag)
 
 
+def _check_clips_and_end_point(f, problems):
+  """--num_frames goes with --is_video_model; the SavedModel (which
+  decodes images and returns classes) takes neither clips nor an end
+  point, and TFLite takes no clips."""
+  if f.is_video_model:
+    problems.check(f.num_frames is not None,
+                   '--is_video_model needs --num_frames: the frames of each '
+                   'clip the exported graph takes')
+  else:
+    problems.check(f.num_frames is None,
+                   '--num_frames=%s is for video networks; add '
+                   '--is_video_model, or drop --num_frames' % f.num_frames)
+  for flag, given in (('--is_video_model', f.is_video_model),
+                      ('--final_endpoint=%s' % f.final_endpoint,
+                       f.final_endpoint)):
+    problems.check(
+        not (given and f.saved_model_dir),
+        '--saved_model_dir with %s: the SavedModel decodes images and '
+        'returns classes; export with --output_file instead' % flag)
+  problems.check(
+      not (f.is_video_model and f.tflite_file),
+      '--tflite_file with --is_video_model: TFLite\'s builtin ops have no '
+      '3-D pooling (MaxPool3D, AvgPool3D); export the clips\' graph with '
+      '--output_file')
+
+
 def _calibration(f, model, problems):
   """The Calibration of an int8 TFLite export, else None."""
   if not f.tflite_file or f.tflite_quantization != 'int8':
@@ -144,6 +170,7 @@ def export_config(flag_values):
   problems = Problems()
   flag_checks.check_numbers(f, flag_checks.EXPORT_RANGES, problems)
   _check_outputs(f, problems)
+  _check_clips_and_end_point(f, problems)
   checkpoint = (problems.attempt(resume_check.readable_checkpoint,
                                  f.checkpoint_path)
                 if f.checkpoint_path else None)

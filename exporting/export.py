@@ -1,7 +1,9 @@
 """Writes the artifacts an ExportConfig asks for, each whole or not at all.
 
-  GraphDef   the inference graph from `input` to the net's Predictions;
-             frozen (variables as constants) when a checkpoint is given.
+  GraphDef   the inference graph from `input` to the net's Predictions (or
+             to the --final_endpoint end point, keeping only what it
+             needs); frozen (variables as constants) when a checkpoint is
+             given.
   TFLite     converted from the same graph and weights.
   SavedModel built in a graph of its own (exporting/saved_model.py).
 
@@ -50,7 +52,7 @@ def export(config):
         config.model, graph_lib.input_placeholder(config.model,
                                                   config.batch_size))
     lines += ['input: %s' % _describe(graph.images),
-              'output: %s' % _describe(graph.probabilities)]
+              'output: %s' % _describe(graph.output)]
     saver = None
     if config.checkpoint:
       to_restore = graph_lib.variables_to_restore(
@@ -64,9 +66,10 @@ def export(config):
       if saver:
         saver.restore(session, config.checkpoint)
       if config.output_file:
-        graph_def = (graph_lib.frozen_graph_def(session,
-                                                [graph.probabilities])
+        graph_def = (graph_lib.frozen_graph_def(session, [graph.output])
                      if saver else session.graph.as_graph_def())
+        if config.model.final_endpoint:
+          graph_def = graph_lib.graph_def_up_to(graph_def, graph.output)
         with outputs.written_whole(config.output_file) as partial:
           graph_lib.write_graph_def(graph_def, partial,
                                     config.write_text_graphdef)

@@ -5,7 +5,9 @@ The dataset and network flags (--model_name, --dataset_name, --dataset_dir,
 --moving_average_decay) are the training and evaluation scripts' own
 (training/common_flags.py). Upstream's --checkpoint_path belonged to its
 separate freeze step; --saved_model_dir, --tflite_file and what follows
-them are new.
+them are new. --final_endpoint, --is_video_model and --num_frames are
+upstream's: the GraphDef (frozen or not) takes them, TFLite an end point
+but no clips, the SavedModel neither.
 """
 
 from absl import flags
@@ -26,6 +28,16 @@ flags.DEFINE_string('dataset_split_name', 'train',
 flags.DEFINE_string('output_file', '',
                     'Where to write the GraphDef; frozen (weights as '
                     'constants) with --checkpoint_path.')
+flags.DEFINE_string('final_endpoint', None,
+                    'End the exported graph at this end point of the '
+                    'network (a name of its end_points) instead of its '
+                    'Predictions.')
+flags.DEFINE_bool('is_video_model', False,
+                  'The network takes clips (i3d, s3dg): the input is '
+                  '[batch, --num_frames, height, width, channels].')
+flags.DEFINE_integer('num_frames', None,
+                     'The frames of each input clip; required with '
+                     '--is_video_model.')
 flags.DEFINE_bool('write_text_graphdef', False,
                   'Write the GraphDef in protobuf text format.')
 flags.DEFINE_bool('quantize', False,

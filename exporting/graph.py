@@ -2,11 +2,16 @@
 
     graph = inference_graph(model, input_placeholder(model, None))
     # graph.images: float32 [batch, size, size, channels], named 'input'
+    #   ([batch, frames, size, size, channels] for a video network)
     # graph.probabilities: the net's end_points['Predictions']
+    # graph.output: what the export ends at: the probabilities, or the end
+    #   point --final_endpoint names
 
 `frozen_graph_def` turns the variables of a session into constants (what
-upstream's separate freeze_graph step did), keeping only what the
-probabilities need.
+upstream's separate freeze_graph step did), keeping only what the output
+needs. The network is built whole, as it was trained, so that any
+checkpoint of it restores; an export to an end point keeps what that end
+point needs (`graph_def_up_to`).
 """
 
 import collections
@@ -19,11 +24,11 @@ from tf2_compat.slim_compat import slim, tf
 INPUT_NAME = 'input'
 
 InferenceGraph = collections.namedtuple(
-    'InferenceGraph', ['images', 'logits', 'probabilities'])
+    'InferenceGraph', ['images', 'logits', 'probabilities', 'output'])
 
 
 def input_placeholder(model, batch_size):
-  """The float32 input [batch_size, size, size, channels] named 'input'
+  """The float32 input [batch_size] + model.input_shape named 'input'
   (batch_size None: any batch)."""
   return tf.placeholder(tf.float32, [batch_size] + model.input_shape,
                         name=INPUT_NAME)
@@ -34,13 +39,19 @@ def inference_graph(model, images):
 
   Args:
     model: an ExportModel.
-    images: its input, a float32 [batch, size, size, channels] tensor.
+    images: its input, a float32 [batch] + model.input_shape tensor.
 
   Returns:
     An InferenceGraph of tensors.
   """
   logits, end_points = model.network_fn(images)
-  return InferenceGraph(images, logits, end_points['Predictions'])
+  return InferenceGraph(images, logits, end_points['Predictions'],
+                        end_points[model.output_name])
+
+
+def graph_def_up_to(graph_def, output):
+  """The part of `graph_def` that tensor `output` needs."""
+  return tf.graph_util.extract_sub_graph(graph_def, [output.op.name])
 
 
 def variables_to_restore(moving_average_decay):

@@ -28,8 +28,8 @@ def convert(session, graph, quantization, representative_images=None,
 
   Args:
     session: a session holding the graph's weights.
-    graph: the exporting.graph.InferenceGraph; a placeholder batch of None
-      becomes 1.
+    graph: the exporting.graph.InferenceGraph, converted from its images
+      to its output; a placeholder batch of None becomes 1.
     quantization: one of QUANTIZATIONS.
     representative_images: for int8, float32 [n, size, size, channels]
       preprocessed images, n >= 1.
@@ -39,7 +39,7 @@ def convert(session, graph, quantization, representative_images=None,
     The bytes of the .tflite file.
   """
   converter = tf.lite.TFLiteConverter.from_session(
-      session, [graph.images], [graph.probabilities])
+      session, [graph.images], [graph.output])
   if quantization == 'float16':
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.target_spec.supported_types = [tf.float16]

@@ -27,7 +27,11 @@ created through tf.get_variable like the weights (so clones share them and
 the deployment places them), updated by ops in UPDATE_OPS like the batch
 norm moving averages (so the first clone's update runs each step), and
 listed in the collection RANGES (fine-tuning from a float checkpoint
-leaves them initialised: training sets them from the values).
+leaves them initialised: training sets them from the values). All-reduce
+replicas each hold their own ranges, set from their own batches; given to
+deploy(replica_mean_variables=...) they are averaged over the replicas
+after every step, so every replica keeps the same ranges (the training
+script does so).
 
 In training the fake quantization starts at global step `quant_delay`:
 before it the layer computes exactly what the float network computes (the

@@ -16,6 +16,7 @@ def export_flags(**values):
       quantize=False, checkpoint_path=None, saved_model_dir=None,
       saved_model_version=1, tflite_file=None, tflite_quantization='none',
       representative_images=200, moving_average_decay=None,
+      final_endpoint=None, is_video_model=False, num_frames=None,
       num_preprocessing_threads=4, num_clones=1,
       max_image_pixels=image_check.DEFAULT_MAX_IMAGE_PIXELS)
   defaults.update(values)

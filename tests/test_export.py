@@ -255,3 +255,79 @@ def test_graph_without_checkpoint_is_text_unfrozen_and_refused_by_eval(
   assert_one_usage_error(result, r'error: --exported_model=.* is not frozen '
                          r'\(it holds variable LeNet/.*\); export it with '
                          r'--checkpoint_path')
+
+
+def _untrained_checkpoint(directory, model_name, input_shape):
+  """The prefix of `model_name` for digits' 10 classes, saved untrained,
+  and a function giving its end points' values {name: array} on inputs."""
+  prefix = os.path.join(directory, '%s.ckpt' % model_name)
+  with tf.Graph().as_default():
+    nets_factory.get_network_fn(model_name, 10, is_training=False)(
+        tf.zeros([1] + input_shape))
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      tf.train.Saver().save(session, prefix)
+
+  def end_points_of(inputs):
+    with tf.Graph().as_default():
+      placeholder = tf.placeholder(tf.float32, [None] + input_shape)
+      _, end_points = nets_factory.get_network_fn(
+          model_name, 10, is_training=False)(placeholder)
+      with tf.Session() as session:
+        tf.train.Saver().restore(session, prefix)
+        return session.run(end_points, {placeholder: inputs}), {
+            name: (t.name, t.shape.as_list()) for name, t in
+            end_points.items()}
+
+  return prefix, end_points_of
+
+
+def _input_shape(graph_def):
+  [node] = [node for node in graph_def.node
+            if node.name == graph_lib.INPUT_NAME]
+  return [d.size for d in node.attr['shape'].shape.dim]
+
+
+def test_a_video_export_takes_clips_and_gives_the_nets_predictions(
+    tmp_path):
+  prefix, end_points_of = _untrained_checkpoint(str(tmp_path), 'i3d',
+                                                [4, 32, 32, 3])
+  path = str(tmp_path / 'i3d.pb')
+  output = _export('--model_name=i3d', '--is_video_model', '--num_frames=4',
+                   '--image_size=32', '--checkpoint_path=%s' % prefix,
+                   '--output_file=%s' % path)
+  assert 'input: input:0 float32 [None, 4, 32, 32, 3]' in output
+  assert ('output: InceptionV1/Logits/Predictions/Reshape_1:0 float32 '
+          '[None, 10]') in output
+  assert _input_shape(graph_lib.read_graph_def(path)) == [-1, 4, 32, 32, 3]
+  clips = np.random.RandomState(0).uniform(
+      -1, 1, [3, 4, 32, 32, 3]).astype(np.float32)
+  expected, _ = end_points_of(clips)
+  np.testing.assert_allclose(artifacts.load(path).predict(clips),
+                             expected['Predictions'], rtol=1e-5, atol=1e-6)
+
+
+def test_a_final_endpoint_export_ends_at_that_end_point(tmp_path):
+  prefix, end_points_of = _untrained_checkpoint(str(tmp_path), 'lenet',
+                                                [28, 28, 1])
+  frozen, tflite = str(tmp_path / 'pool2.pb'), str(tmp_path / 'pool2.tflite')
+  unfrozen = str(tmp_path / 'pool2_unfrozen.pb')
+  output = _export('--final_endpoint=pool2', '--checkpoint_path=%s' % prefix,
+                   '--output_file=%s' % frozen, '--tflite_file=%s' % tflite)
+  _export('--final_endpoint=pool2', '--output_file=%s' % unfrozen)
+  images = np.random.RandomState(1).uniform(
+      -1, 1, [2, 28, 28, 1]).astype(np.float32)
+  values, described = end_points_of(images)
+  assert described['pool2'] == ('LeNet/pool2/MaxPool:0', [None, 7, 7, 64])
+  assert 'output: LeNet/pool2/MaxPool:0 float32 [None, 7, 7, 64]' in output
+  for path in (frozen, unfrozen):
+    names = {node.name for node in graph_lib.read_graph_def(path).node}
+    assert 'LeNet/pool2/MaxPool' in names
+    assert not {n for n in names if n.startswith(('LeNet/fc3', 'LeNet/fc4',
+                                                  'LeNet/Predictions'))}
+  np.testing.assert_allclose(artifacts.load(frozen).predict(images),
+                             values['pool2'], rtol=1e-5, atol=1e-6)
+  interpreter = litert.Interpreter(model_path=tflite)
+  assert list(interpreter.get_output_details()[0]['shape']) == [1, 7, 7, 64]
+  np.testing.assert_allclose(artifacts.load(tflite).predict(images),
+                             values['pool2'], rtol=1e-4, atol=1e-5)

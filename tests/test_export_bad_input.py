@@ -56,9 +56,43 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
      r'--dataset_name=digits --dataset_split_name=train: dataset_dir None .*'),
     (dict(representative_images=0), r'--representative_images must be >= 1, '
      r'got 0'),
-    (dict(model_name='s3dg', preprocessing_name='inception'),
+    (dict(model_name='s3dg'),
      r'--model_name=s3dg is a video network: it takes clips \[batch, '
-     r'frames, height, width, 3\], and the scripts feed images; .*'),
+     r'frames, height, width, 3\]; export it with --is_video_model '
+     r'--num_frames=N \(it was made for 64\)'),
+    (dict(is_video_model=True, num_frames=4),
+     r'--is_video_model with --model_name=lenet, an image network: it takes '
+     r'images \[batch, height, width, channels\]; drop --is_video_model, or '
+     r'export a video network \(i3d, s3dg\)'),
+    (dict(model_name='i3d', is_video_model=True),
+     r'--is_video_model needs --num_frames: the frames of each clip the '
+     r'exported graph takes'),
+    (dict(num_frames=4), r'--num_frames=4 is for video networks; add '
+     r'--is_video_model, or drop --num_frames'),
+    (dict(model_name='i3d', is_video_model=True, num_frames=0),
+     r'--num_frames must be >= 1, got 0'),
+    (dict(model_name='i3d', is_video_model=True, num_frames=4,
+          checkpoint_path='CKPT', saved_model_dir='OUT/serving'),
+     r'--saved_model_dir with --is_video_model: the SavedModel decodes '
+     r'images and returns classes; export with --output_file instead'),
+    (dict(final_endpoint='pool2', checkpoint_path='CKPT',
+          saved_model_dir='OUT/serving'),
+     r'--saved_model_dir with --final_endpoint=pool2: the SavedModel '
+     r'decodes images and returns classes; export with --output_file '
+     r'instead'),
+    (dict(model_name='i3d', is_video_model=True, num_frames=4,
+          checkpoint_path='CKPT', tflite_file='OUT/i3d.tflite'),
+     r"--tflite_file with --is_video_model: TFLite's builtin ops have no "
+     r"3-D pooling \(MaxPool3D, AvgPool3D\); export the clips' graph with "
+     r'--output_file'),
+    (dict(final_endpoint='pool2', image_size=3), r'--image_size=3 is too '
+     r'small for lenet: .*'),
+    (dict(model_name='i3d', is_video_model=True, final_endpoint='Mixed_3b'),
+     r'--is_video_model needs --num_frames: .*'),
+    (dict(final_endpoint='pool9'),
+     r'--final_endpoint=pool9 is not an end point of lenet; use one of '
+     r'conv1, pool1, conv2, pool2, Flatten, fc3, dropout3, Logits, '
+     r'Predictions'),
 ])
 def test_bad_export_flags_are_refused(untrained, tmp_path, values,
                                       pattern):
@@ -71,6 +105,22 @@ def test_bad_export_flags_are_refused(untrained, tmp_path, values,
     config_lib.export_config(export_flags(**values))
   assert len(raised.value.lines) == 1, raised.value.lines
   assert re.fullmatch(pattern, raised.value.lines[0]), raised.value.lines[0]
+
+
+@pytest.mark.parametrize('flags, line', [
+    (['--final_endpoint=Conv2d_1a'], r'--final_endpoint=Conv2d_1a is not '
+     r'an end point of lenet; use one of conv1, pool1, .*, Predictions'),
+    (['--model_name=i3d'], r'--model_name=i3d is a video network: .*'),
+    (['--model_name=i3d', '--is_video_model'],
+     r'--is_video_model needs --num_frames: .*'),
+])
+def test_a_bad_clip_or_end_point_exits_2_writing_nothing(tmp_path, flags,
+                                                         line):
+  result = run_script('export_inference_graph.py', '--model_name=lenet',
+                      '--dataset_name=digits', *flags,
+                      '--output_file=%s' % (tmp_path / 'out.pb'))
+  assert_one_usage_error(result, 'error: ' + line)
+  assert os.listdir(str(tmp_path)) == []
 
 
 def test_existing_or_unwritable_outputs_are_refused(tmp_path):

@@ -34,7 +34,7 @@ MODULE_API = {
         "summarize_gradients=False, var_list=None, update_ops=None, "
         "variable_averages=None, variables_to_average=None, summaries=None, "
         "sync_batch_norm=False, precision='float32', update=None, "
-        "**update_fields)"),
+        "replica_mean_variables=None, **update_fields)"),
     'optimize_clones': ('(clones, optimizer, regularization_losses=None, '
                         '**kwargs)'),
     'scalar_summary': '(tag, value)',

@@ -56,6 +56,7 @@ EXPORT_RANGES = SHARED_RANGES + (
     ('image_size', lambda v: v >= 1, '>= 1 (pixels)'),
     ('saved_model_version', lambda v: v >= 1, '>= 1'),
     ('representative_images', lambda v: v >= 1, '>= 1'),
+    ('num_frames', lambda v: v >= 1, '>= 1'),
 )
 
 

@@ -28,10 +28,16 @@ ModelAndData = collections.namedtuple(
                      'record_counts', 'model_name'])
 
 
+def is_video_network(network_fn):
+  """Whether network_fn takes clips [batch, frames, height, width, 3]
+  (i3d, s3dg) rather than images."""
+  return hasattr(network_fn, 'default_num_frames')
+
+
 def refuse_video_network(model_name, network_fn):
   """Raises a UsageError if --model_name is a video network (i3d, s3dg):
   the scripts feed images, not clips [batch, frames, height, width, 3]."""
-  if hasattr(network_fn, 'default_num_frames'):
+  if is_video_network(network_fn):
     raise UsageError(
         '--model_name=%s is a video network: it takes clips [batch, frames, '
         'height, width, 3], and the scripts feed images; build it with '
