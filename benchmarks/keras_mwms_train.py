@@ -20,8 +20,10 @@ what cluster_runs.train_args makes train_image_classifier.py train:
 
 Every --log_every_n_steps global steps each worker prints the progress line
 the launcher and the benchmarks read (clusters/script_contract.py), as
-train_image_classifier.py does; its loss is the mean of this worker's
-losses since the previous line (Keras reports a running mean per epoch).
+train_image_classifier.py does; its loss is the mean loss of the global
+batches since the previous line (Keras reports a running mean per epoch,
+which the strategy sums over the workers, so every worker prints the
+same).
 With --train_dir, each worker writes weights_<job><index>.json there at the
 end: the parameter count and a SHA-256 of its weights, which are the same
 on every worker when the all-reduce kept them in step.
