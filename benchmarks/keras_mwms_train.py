@@ -134,16 +134,15 @@ def lenet(weight_decay):
 def worker_batches(args):
   """fn(tf.distribute.InputContext) -> this worker's batches: the project's
   pipeline, sharded over the workers as train_image_classifier.py shards
-  it."""
+  it. Each worker is one replica (its CPU), so its batch is --batch_size."""
 
   def batches(context):
     dataset = dataset_factory.get_dataset('digits', 'train', args.dataset_dir)
     return input_pipeline.make_dataset(
         dataset, preprocessing_factory.get_preprocessing('lenet',
                                                          is_training=True),
-        context.get_per_replica_batch_size(
-            args.batch_size * context.num_input_pipelines),
-        IMAGE_SIZE, is_training=True, num_readers=args.num_readers,
+        args.batch_size, IMAGE_SIZE, is_training=True,
+        num_readers=args.num_readers,
         num_preprocessing_threads=args.num_preprocessing_threads,
         num_shards=context.num_input_pipelines,
         shard_index=context.input_pipeline_id, check_labels=True)

@@ -22,8 +22,9 @@ KERAS_MWMS = cluster_throughput.KERAS_MWMS
 TARGET_RATE_BITS = 10 ** 9
 
 # A ratio of examples/sec the results give at each rate: setup `faster`
-# over setup `slower`, headed `heading`; the target is `faster` at least
-# `target` times as fast at TARGET_RATE_BITS, as `claim` says.
+# over setup `slower`, in the column `heading`. Its target: `faster` at
+# least `target` times as fast at TARGET_RATE_BITS, which `claim` says in
+# words (%.1fx where the target goes).
 Ratio = collections.namedtuple('Ratio', ['faster', 'slower', 'heading',
                                          'target', 'claim'])
 RATIOS = (
