@@ -156,11 +156,17 @@ class ProgressLines(tf_keras.callbacks.Callback):
   Keras's logs carry the mean loss of the epoch so far; the line gives the
   mean of the steps since the previous line, taken from two such means.
   Training runs one epoch, so a batch's index + 1 is the global step.
+
+  The logs stay tensors (`_supports_tf_logs`): otherwise Keras would copy
+  them to NumPy after every step, waiting for it, where Keras without a
+  batch callback would already dispatch the next. Only a printed line
+  waits for its step.
   """
 
   def __init__(self, every_n_steps, global_batch_size, learning_rate,
                print_fn=print):
     super().__init__()
+    self._supports_tf_logs = True
     self._every_n_steps = every_n_steps
     self._global_batch_size = global_batch_size
     self._learning_rate = learning_rate
@@ -176,7 +182,7 @@ class ProgressLines(tf_keras.callbacks.Callback):
       return
     now = time.monotonic()
     last_step, last_sum, last_time = self._last
-    loss_sum = logs['loss'] * step
+    loss_sum = float(logs['loss']) * step
     self._last = (step, loss_sum, now)
     examples_per_sec = ((step - last_step) * self._global_batch_size /
                         max(now - last_time, 1e-9))
