@@ -66,6 +66,8 @@ import results  # next to this script
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 KERAS_MWMS = '2 workers Keras MultiWorkerMirroredStrategy'
+# cluster_runs.Setup: (name, ps tasks, workers, extra flags, worker batches
+# per global step[, the program, train_image_classifier.py unless given])
 SETUPS = tuple(cluster_runs.Setup(*setup) for setup in (
     ('alone', 0, 1, [], 1),
     ('1 ps + 1 worker', 1, 1, [], 1),
