@@ -13,8 +13,10 @@ failure, Ctrl-C and SIGTERM. Needs root and iproute2.
 
 Setups (LeNet on digits, batch --batch_size per worker, SGD): alone (one
 process, no network), 1 ps + 2 workers (asynchronous), 1 ps + 2 workers
-sync, 2 workers all-reduce, 2 workers averaging every 10 steps. Each runs at
-each rate; the setups and rates take turns for --rounds rounds.
+sync, 2 workers all-reduce, 2 workers averaging every 10 steps, and 2
+workers of the same training in tf-keras with MultiWorkerMirroredStrategy
+(keras_mwms_train.py), whose own all-reduce is the peer of the project's.
+Each runs at each rate; the setups and rates take turns for --rounds rounds.
 
 Before the runs, a TCP transfer checks each rate (link_check.py): one host
 to another, and two hosts to one (they share its link). During the runs,
@@ -56,9 +58,10 @@ import results  # next to this script
 NAME = 'cluster_network'
 TITLE = 'Clusters on a shaped network, a host per task'
 SETUP_NAMES = ('alone', '1 ps + 2 workers', '1 ps + 2 workers sync',
-               '2 workers all-reduce', '2 workers averaging every 10 steps')
+               '2 workers all-reduce', '2 workers averaging every 10 steps',
+               cluster_throughput.KERAS_MWMS)
 SETUPS = tuple(setup for setup in cluster_throughput.SETUPS
-               if setup[0] in SETUP_NAMES)
+               if setup.name in SETUP_NAMES)
 
 
 def parse_args(argv=None):
@@ -103,14 +106,14 @@ def check_links(args):
 
 def run_on_network(args, dataset_dir, setup, rate, train_dir):
   """One run of a cluster setup, each task on a host of a new Network."""
-  _, num_ps, num_workers, extra, _ = setup
-  with netns.Network(num_ps + num_workers, rate, args.delay_ms) as network:
+  with netns.Network(setup.num_ps + setup.num_workers, rate,
+                     args.delay_ms) as network:
     return cluster_runs.run_cluster(
-        args, dataset_dir, train_dir, num_ps, num_workers, extra,
-        wrapper=[os.path.abspath(netns_task.__file__)],
-        env={netns_task.HOSTS_VARIABLE: netns_task.hosts_value(network,
-                                                               num_ps)},
-        link_bytes=network.link_bytes)
+        args, dataset_dir, train_dir, setup.num_ps, setup.num_workers,
+        setup.extra, wrapper=[os.path.abspath(netns_task.__file__)],
+        env={netns_task.HOSTS_VARIABLE: netns_task.hosts_value(
+            network, setup.num_ps)},
+        link_bytes=network.link_bytes, program=setup.program)
 
 
 def _report(key, round_index, result):

@@ -1,8 +1,9 @@
 """Runs of LeNet training, alone or as a cluster, timed from their step lines.
 
 What cluster_throughput.py (clusters on 127.0.0.1) and cluster_network.py
-(clusters in network namespaces) share: their common flags, the training
-command, the runs themselves and the timed window of a run.
+(clusters in network namespaces) share: their common flags, the setups and
+the programs their tasks run, the runs themselves and the timed window of a
+run.
 
   parser = cluster_runs.run_parser(__doc__, SETUPS, 400, 60)
   args = cluster_runs.parse_run_args(parser, None, SETUPS)
@@ -33,7 +34,9 @@ from clusters import launch
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 TRAIN = os.path.join(REPO, 'train_image_classifier.py')
+KERAS_MWMS_TRAIN = os.path.join(REPO, 'benchmarks', 'keras_mwms_train.py')
 STEP_LINE = re.compile(r'INFO:tensorflow:step (\d+): loss')
+LEARNING_RATE = 0.01
 
 # What a run measured after its warm-up. `mib_sent_per_step`: MiB sent on
 # all links per global step; `busiest_out_mib_per_step` and
@@ -164,13 +167,39 @@ def train_args(args, dataset_dir, train_dir, extra=()):
   return ['--dataset_name=digits', '--dataset_dir=%s' % dataset_dir,
           '--model_name=lenet', '--clone_on_cpu',
           '--batch_size=%d' % args.batch_size, '--optimizer=sgd',
-          '--learning_rate=0.01', '--learning_rate_decay_type=fixed',
+          '--learning_rate=%g' % LEARNING_RATE,
+          '--learning_rate_decay_type=fixed',
           '--max_number_of_steps=%d' % args.steps,
           '--log_every_n_steps=%d' % args.log_every,
           '--save_interval_secs=3600', '--save_summaries_secs=3600',
           '--non_chief_wait_secs=1', '--num_readers=1',
           '--num_preprocessing_threads=1', '--train_dir=%s' % train_dir
          ] + list(extra)
+
+
+def keras_mwms_args(args, dataset_dir, train_dir, extra=()):
+  """keras_mwms_train.py's flags for the training train_args describes."""
+  return ['--dataset_dir=%s' % dataset_dir,
+          '--batch_size=%d' % args.batch_size,
+          '--learning_rate=%g' % LEARNING_RATE,
+          '--max_number_of_steps=%d' % args.steps,
+          '--log_every_n_steps=%d' % args.log_every, '--num_readers=1',
+          '--num_preprocessing_threads=1', '--train_dir=%s' % train_dir
+         ] + list(extra)
+
+
+# What the tasks of a setup run: `script`, with the flags
+# `arguments(args, dataset_dir, train_dir, extra)` returns.
+Program = collections.namedtuple('Program', ['script', 'arguments'])
+SLIM_TRAINING = Program(TRAIN, train_args)
+KERAS_MWMS = Program(KERAS_MWMS_TRAIN, keras_mwms_args)
+
+# A setup the benchmarks measure: its name, ps tasks, workers, the extra
+# flags of every task, worker batches per global step, and the Program the
+# tasks run (train_image_classifier.py unless named).
+Setup = collections.namedtuple(
+    'Setup', ['name', 'num_ps', 'num_workers', 'extra', 'batches',
+              'program'], defaults=(SLIM_TRAINING,))
 
 
 def thread_env(args):
@@ -209,15 +238,18 @@ def run_alone(args, dataset_dir, train_dir, link_bytes=loopback_bytes):
 
 
 def run_cluster(args, dataset_dir, train_dir, num_ps, num_workers, extra,
-                wrapper=(), env=None, link_bytes=loopback_bytes):
-  """A cluster of train_image_classifier.py tasks on this machine.
+                wrapper=(), env=None, link_bytes=loopback_bytes,
+                program=SLIM_TRAINING):
+  """A cluster of `program`'s tasks on this machine.
 
   Args:
     wrapper: the script (and its arguments) each task runs first, which
-      then runs train_image_classifier.py; none by default.
+      then runs the program's script; none by default.
     env: extra environment variables of every task.
     link_bytes: what StepRecorder samples: the loopback interface's bytes
       by default.
+    program: the Program every task runs (train_image_classifier.py by
+      default).
 
   Returns:
     (exit status of the cluster, its StepRecorder).
@@ -228,8 +260,8 @@ def run_cluster(args, dataset_dir, train_dir, num_ps, num_workers, extra,
       link_bytes)
   task_env = dict(env or {}, PYTHONPATH=REPO, **thread_env(args))
   cluster = launch.LocalCluster(
-      list(wrapper) + [TRAIN] + train_args(args, dataset_dir, train_dir,
-                                           extra),
+      list(wrapper) + [program.script] + program.arguments(
+          args, dataset_dir, train_dir, extra),
       num_ps, num_workers, env=task_env, output=recorder, cwd=REPO,
       grace_secs=5)
   holder['cluster'] = cluster

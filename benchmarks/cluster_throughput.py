@@ -1,7 +1,8 @@
 """Measures what training through a parameter server costs on one machine.
 
-Eight setups train LeNet on the embedded digits dataset with
-train_image_classifier.py (batch --batch_size per clone, SGD):
+Nine setups train LeNet on the embedded digits dataset with
+train_image_classifier.py, or the last with tf-keras (batch --batch_size per
+clone, SGD):
 
   * alone: one process, no cluster: a local session, no gRPC.
   * 1 ps + 1 worker: the worker reads every variable from the ps and sends
@@ -17,6 +18,9 @@ train_image_classifier.py (batch --batch_size per clone, SGD):
   * 1 ps + 1 worker x 2 clones: the worker reads each variable from the ps
     once per step and its two clones share it (--cache_variable_reads, the
     default); "(reads not cached)" is the upstream way, a read per use.
+  * 2 workers Keras MultiWorkerMirroredStrategy: the same training written
+    with tf-keras (keras_mwms_train.py), whose strategy all-reduces the
+    gradients with its default communication options.
 
 Bytes per global step are those sent on the loopback interface during the
 timed window (/proc/net/dev), so other traffic on 127.0.0.1 counts too.
@@ -61,8 +65,10 @@ from other_load import OtherLoad, disturbance_note  # next to this script
 import results  # next to this script
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
-# (name, ps tasks, workers, extra flags, worker batches per global step)
-SETUPS = (
+KERAS_MWMS = '2 workers Keras MultiWorkerMirroredStrategy'
+# cluster_runs.Setup: (name, ps tasks, workers, extra flags, worker batches
+# per global step[, the program, train_image_classifier.py unless given])
+SETUPS = tuple(cluster_runs.Setup(*setup) for setup in (
     ('alone', 0, 1, [], 1),
     ('1 ps + 1 worker', 1, 1, [], 1),
     ('1 ps + 2 workers', 1, 2, [], 1),
@@ -74,7 +80,8 @@ SETUPS = (
     ('1 ps + 1 worker x 2 clones', 1, 1, ['--num_clones=2'], 2),
     ('1 ps + 1 worker x 2 clones (reads not cached)', 1, 1,
      ['--num_clones=2', '--nocache_variable_reads'], 2),
-)
+    (KERAS_MWMS, 0, 2, [], 2, cluster_runs.KERAS_MWMS),
+))
 
 
 def parse_args(argv=None):
@@ -88,18 +95,19 @@ def measure(args, dataset_dir):
   measured = {setup[0]: [] for setup in setups}
   for round_index in range(args.rounds):
     first = round_index % len(setups)  # Rotates, so no setup always leads.
-    for name, num_ps, num_workers, extra, batches in (setups[first:] +
-                                                      setups[:first]):
-      if num_ps + num_workers == 1:
+    for setup in setups[first:] + setups[:first]:
+      if setup.num_ps + setup.num_workers == 1:
         run = functools.partial(cluster_runs.run_alone, args, dataset_dir)
       else:
         run = functools.partial(
-            cluster_runs.run_cluster, args, dataset_dir, num_ps=num_ps,
-            num_workers=num_workers, extra=extra)
-      result = cluster_runs.timed_run(name, args, batches, run)
-      measured[name].append(result)
+            cluster_runs.run_cluster, args, dataset_dir, num_ps=setup.num_ps,
+            num_workers=setup.num_workers, extra=setup.extra,
+            program=setup.program)
+      result = cluster_runs.timed_run(setup.name, args, setup.batches, run)
+      measured[setup.name].append(result)
       print('round %d, %s: %.0f examples/sec, %.2f CPU ms/example, %.1f '
-            'MiB/step' % ((round_index + 1, name) + result[:3]), flush=True)
+            'MiB/step' % ((round_index + 1, setup.name) + result[:3]),
+            flush=True)
   return measured
 
 
@@ -114,12 +122,13 @@ def table(args, measured):
       'examples/sec per round |',
       '|---|---:|---:|---:|---:|---:|---:|---|',
   ]
-  for name, num_ps, num_workers, _, _ in args.setups:
-    rate, cpu, sent = (statistics.median(r[i] for r in measured[name])
+  for setup in args.setups:
+    rate, cpu, sent = (statistics.median(r[i] for r in measured[setup.name])
                        for i in range(3))
     lines.append('| %s | %d | %.0f | %.0f | %.3f | %.2f | %.1f | %s |' % (
-        name, num_ps + num_workers, rate, rate / num_workers, rate / alone,
-        cpu, sent, ', '.join('%.0f' % r[0] for r in measured[name])))
+        setup.name, setup.num_ps + setup.num_workers, rate,
+        rate / setup.num_workers, rate / alone, cpu, sent,
+        ', '.join('%.0f' % r[0] for r in measured[setup.name])))
   lines += [
       '',
       'LeNet on digits, batch %d per clone (one clone per worker unless '

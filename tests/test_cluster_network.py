@@ -23,6 +23,7 @@ import cluster_runs
 import netns
 import netns_task
 import network_report
+from tests.test_benchmarks import header
 from tests.test_benchmarks import table_rows
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -196,6 +197,78 @@ def test_the_target_ratio_is_judged_at_1_gbit():
   measured[('2 workers all-reduce', GBIT)] = [_window(150.0, 12.5, 12.5)]
   assert network_report.ratio_lines(args.setups, args.rates, measured)[
       -1].endswith(': NOT met (1.17x).')
+
+
+KERAS = '2 workers Keras MultiWorkerMirroredStrategy'
+
+
+def _with_keras():
+  """_measured() and Keras's MultiWorkerMirroredStrategy at 255 and 400
+  examples/sec."""
+  measured = _measured()
+  measured[(KERAS, GBIT)] = [_window(250.0, 12.5, 12.5, 25.0),
+                             _window(260.0, 12.5, 12.5, 25.0)]
+  measured[(KERAS, 10 * GBIT)] = [_window(400.0, 12.5, 12.5, 25.0)]
+  return measured
+
+
+def test_the_keras_setup_gets_its_rows_and_a_ratio_of_its_own():
+  args = cluster_network.parse_args([
+      '--rates_gbit=1,10', '--setups=1 ps + 2 workers sync,'
+      '2 workers all-reduce,%s' % KERAS])
+  assert [s.name for s in args.setups] == [
+      'alone', '1 ps + 2 workers sync', '2 workers all-reduce', KERAS]
+  measured = _with_keras()
+  rows = table_rows(network_report.throughput_table(
+      args.setups, args.rates, measured), 'link')
+  assert [row[:5] for row in rows if row[1] == KERAS] == [
+      ['1 Gbit/s', KERAS, '2', '255', '0.398'],
+      ['10 Gbit/s', KERAS, '2', '400', '0.625']]
+  time_rows = table_rows(network_report.time_table(
+      args, args.setups, args.rates, measured), 'link')
+  assert time_rows[2][:3] == ['1 Gbit/s', KERAS, '%.3f' % (64 / 255)]
+  lines = network_report.ratio_lines(args.setups, args.rates, measured)
+  assert header(lines, 'link') == [
+      'link', 'all-reduce / sync ps (examples/sec)',
+      'project all-reduce / Keras MWMS (examples/sec)']
+  # 330 / 255 and 480 / 400.
+  assert table_rows(lines, 'link') == [['1 Gbit/s', '2.58x', '1.29x'],
+                                       ['10 Gbit/s', '1.20x', '1.20x']]
+  assert lines[-2:] == [
+      'Target: at 1 Gbit/s, all-reduce at least 1.5x the synchronous ps '
+      'setup: met (2.58x).',
+      'Target: at 1 Gbit/s, the project\'s all-reduce at least 1.3x '
+      'Keras\'s MultiWorkerMirroredStrategy: NOT met (1.29x).']
+  measured[(KERAS, GBIT)] = [_window(220.0, 12.5, 12.5)]
+  assert network_report.ratio_lines(args.setups, args.rates, measured)[
+      -1].endswith(': met (1.50x).')
+
+
+def test_a_ratio_appears_only_when_both_its_setups_ran():
+  args = cluster_network.parse_args([
+      '--rates_gbit=1', '--setups=2 workers all-reduce,%s' % KERAS])
+  lines = network_report.ratio_lines(args.setups, args.rates, _with_keras())
+  assert table_rows(lines, 'link') == [['1 Gbit/s', '1.29x']]
+  assert len([line for line in lines if line.startswith('Target')]) == 1
+  args = cluster_network.parse_args(['--rates_gbit=1',
+                                     '--setups=2 workers all-reduce'])
+  assert network_report.ratio_lines(args.setups, args.rates,
+                                    _with_keras()) == []
+
+
+def test_ratios_name_their_setups_so_a_new_setup_needs_one_entry():
+  fp16 = '2 workers all-reduce fp16'
+  setups = [('alone',), ('2 workers all-reduce',), (fp16,)]
+  measured = {('2 workers all-reduce', GBIT): [_window(330.0, 12.5, 12.5)],
+              (fp16, GBIT): [_window(429.0, 6.3, 6.3)]}
+  ratios = [network_report.Ratio(fp16, '2 workers all-reduce',
+                                 'fp16 / float32 all-reduce', 1.2,
+                                 'fp16 all-reduce at least %.1fx float32')]
+  assert network_report.ratio_lines(setups, [GBIT], measured, ratios) == [
+      '| link | fp16 / float32 all-reduce (examples/sec) |', '|---|---:|',
+      '| 1 Gbit/s | 1.30x |', '',
+      'Target: at 1 Gbit/s, fp16 all-reduce at least 1.2x float32: met '
+      '(1.30x).']
 
 
 def test_where_the_time_goes_names_each_setups_parts():
