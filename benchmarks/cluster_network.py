@@ -58,7 +58,9 @@ import results  # next to this script
 NAME = 'cluster_network'
 TITLE = 'Clusters on a shaped network, a host per task'
 SETUP_NAMES = ('alone', '1 ps + 2 workers', '1 ps + 2 workers sync',
-               '2 workers all-reduce', '2 workers averaging every 10 steps',
+               '2 workers all-reduce', cluster_throughput.ALL_REDUCE_FP16,
+               cluster_throughput.ALL_REDUCE_ONE_BUFFER,
+               '2 workers averaging every 10 steps',
                cluster_throughput.KERAS_MWMS)
 SETUPS = tuple(setup for setup in cluster_throughput.SETUPS
                if setup.name in SETUP_NAMES)
@@ -75,6 +77,8 @@ def parse_args(argv=None):
                       'it)')
   parser.add_argument('--check_seconds', type=float, default=1.0,
                       help='length of each link check transfer at the rate')
+  parser.add_argument('--name', default=NAME,
+                      help='the result file is NAME.md, its plot NAME.png')
   args = cluster_runs.parse_run_args(parser, argv, SETUPS)
   try:
     args.rates = sorted({int(float(rate) * 1e9)
@@ -170,7 +174,8 @@ def report_lines(args, measured, link_checks, delay_note, load, loadavg):
       ['', '## Where the time of a global step goes', ''] +
       network_report.time_table(args, setups, rates, measured) + [''] +
       network_report.where_the_time_goes(args, setups, rates, measured) +
-      ['', '![examples/sec against link rate](%s.png)' % NAME, '',
+      [''] + network_report.wire_target_line(args, setups, rates, measured) +
+      ['', '![examples/sec against link rate](%s.png)' % args.name, '',
        '## Load', '', disturbance_note(load),
        '- load average (1, 5, 15 min): %s at the start, %s at the end' % (
            ', '.join('%.2f' % x for x in loadavg[0]),
@@ -190,11 +195,11 @@ def main(argv=None):
       link_checks, network = check_links(args)
       measured = measure(args, dataset_dir)
     loadavg.append(os.getloadavg())
-  path = results.publish(NAME, TITLE, report_lines(
+  path = results.publish(args.name, TITLE, report_lines(
       args, measured, link_checks, network.delay_note, load, loadavg),
                          argv=argv, directory=args.results_dir)
   network_report.plot(
-      os.path.join(os.path.dirname(path), NAME + '.png'), args.setups,
+      os.path.join(os.path.dirname(path), args.name + '.png'), args.setups,
       args.rates, measured,
       'host links shaped with tc htb; ' + network.delay_label)
   return path

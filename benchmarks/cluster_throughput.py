@@ -66,6 +66,8 @@ import results  # next to this script
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 KERAS_MWMS = '2 workers Keras MultiWorkerMirroredStrategy'
+ALL_REDUCE_FP16 = '2 workers all-reduce fp16'
+ALL_REDUCE_ONE_BUFFER = '2 workers all-reduce in one 32 MiB buffer'
 # cluster_runs.Setup: (name, ps tasks, workers, extra flags, worker batches
 # per global step[, the program, train_image_classifier.py unless given])
 SETUPS = tuple(cluster_runs.Setup(*setup) for setup in (
@@ -75,6 +77,11 @@ SETUPS = tuple(cluster_runs.Setup(*setup) for setup in (
     ('1 ps + 2 workers sync', 1, 2,
      ['--sync_replicas', '--replicas_to_aggregate=2'], 2),
     ('2 workers all-reduce', 0, 2, [], 2),
+    (ALL_REDUCE_FP16, 0, 2, ['--gradient_compression=fp16'], 2),
+    # The buffer size before buffers were cut at 4 MiB (see
+    # all_reduce_buffers.py).
+    (ALL_REDUCE_ONE_BUFFER, 0, 2, ['--all_reduce_buffer_bytes=%d' % 2 ** 25],
+     2),
     ('2 workers averaging every 10 steps', 0, 2,
      ['--replica_averaging_steps=10'], 2),
     ('1 ps + 1 worker x 2 clones', 1, 1, ['--num_clones=2'], 2),

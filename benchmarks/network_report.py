@@ -18,6 +18,7 @@ ALONE = 'alone'
 SYNC_PS = '1 ps + 2 workers sync'
 ALL_REDUCE = '2 workers all-reduce'
 KERAS_MWMS = cluster_throughput.KERAS_MWMS
+ALL_REDUCE_FP16 = cluster_throughput.ALL_REDUCE_FP16
 # The rate the issue's targets are judged at.
 TARGET_RATE_BITS = 10 ** 9
 
@@ -33,7 +34,13 @@ RATIOS = (
     Ratio(ALL_REDUCE, KERAS_MWMS, 'project all-reduce / Keras MWMS', 1.3,
           'the project\'s all-reduce at least %.1fx Keras\'s '
           'MultiWorkerMirroredStrategy'),
+    Ratio(ALL_REDUCE_FP16, ALL_REDUCE, 'all-reduce fp16 / float32', 1.8,
+          'the all-reduce with --gradient_compression=fp16 at least %.1fx '
+          'the float32 one'),
 )
+# The float32 all-reduce's global step at TARGET_RATE_BITS: at most this
+# many times what its busiest link's bytes take both ways at once.
+WIRE_TARGET = 1.2
 
 
 def median_window(windows):
@@ -146,6 +153,22 @@ def link_table(link_checks):
         netns.rate_label(rate), single / 1e9, single / rate, fan_in / 1e9,
         fan_in / rate))
   return lines
+
+
+def wire_target_line(args, setups, rates, measured):
+  """Whether the float32 all-reduce's step at TARGET_RATE_BITS is within
+  WIRE_TARGET of its link time; [] when it did not run there."""
+  setup = [s for s in setups if s[0] == ALL_REDUCE]
+  if not setup or TARGET_RATE_BITS not in rates:
+    return []
+  t = step_time(args, setup[0], TARGET_RATE_BITS, measured)
+  ratio = t.step / t.wire_at_once
+  return ['Target: at %s, the all-reduce\'s global step at most %.1fx the '
+          'time its busiest link\'s bytes take both ways at once: %s (%.3f '
+          's against %.3f s, %.2fx).' % (
+              netns.rate_label(TARGET_RATE_BITS), WIRE_TARGET,
+              'met' if ratio <= WIRE_TARGET else 'NOT met', t.step,
+              t.wire_at_once, ratio)]
 
 
 def where_the_time_goes(args, setups, rates, measured):

@@ -256,19 +256,48 @@ def test_a_ratio_appears_only_when_both_its_setups_ran():
                                     _with_keras()) == []
 
 
-def test_ratios_name_their_setups_so_a_new_setup_needs_one_entry():
+def test_fp16_compression_is_judged_against_the_float32_all_reduce():
   fp16 = '2 workers all-reduce fp16'
-  setups = [('alone',), ('2 workers all-reduce',), (fp16,)]
+  args = cluster_network.parse_args([
+      '--rates_gbit=1', '--setups=2 workers all-reduce,%s' % fp16])
+  assert args.setups[-1].extra == ['--gradient_compression=fp16']
   measured = {('2 workers all-reduce', GBIT): [_window(330.0, 12.5, 12.5)],
-              (fp16, GBIT): [_window(429.0, 6.3, 6.3)]}
-  ratios = [network_report.Ratio(fp16, '2 workers all-reduce',
-                                 'fp16 / float32 all-reduce', 1.2,
-                                 'fp16 all-reduce at least %.1fx float32')]
-  assert network_report.ratio_lines(setups, [GBIT], measured, ratios) == [
-      '| link | fp16 / float32 all-reduce (examples/sec) |', '|---|---:|',
-      '| 1 Gbit/s | 1.30x |', '',
-      'Target: at 1 Gbit/s, fp16 all-reduce at least 1.2x float32: met '
-      '(1.30x).']
+              (fp16, GBIT): [_window(600.0, 6.3, 6.3)]}
+  assert network_report.ratio_lines(args.setups, args.rates, measured) == [
+      '| link | all-reduce fp16 / float32 (examples/sec) |', '|---|---:|',
+      '| 1 Gbit/s | 1.82x |', '',
+      'Target: at 1 Gbit/s, the all-reduce with --gradient_compression=fp16 '
+      'at least 1.8x the float32 one: met (1.82x).']
+
+
+def test_the_all_reduce_step_is_judged_against_its_link_time():
+  args = _args()
+  # 64 examples at 330/s: 0.194 s against 12.5 MiB at 1 Gbit/s, 0.105 s.
+  assert network_report.wire_target_line(
+      args, args.setups, args.rates, _measured()) == [
+          'Target: at 1 Gbit/s, the all-reduce\'s global step at most 1.2x '
+          'the time its busiest link\'s bytes take both ways at once: NOT '
+          'met (0.194 s against 0.105 s, 1.85x).']
+  measured = _measured()
+  measured[('2 workers all-reduce', GBIT)] = [_window(520.0, 12.5, 12.5)]
+  assert network_report.wire_target_line(
+      args, args.setups, args.rates, measured)[0].endswith(
+          ': met (0.123 s against 0.105 s, 1.17x).')
+  assert network_report.wire_target_line(
+      args, args.setups, [10 * GBIT], measured) == []
+
+
+def test_the_old_single_buffer_runs_as_a_setup_of_its_own():
+  args = cluster_network.parse_args([
+      '--setups=2 workers all-reduce in one 32 MiB buffer'])
+  assert args.setups[-1].extra == ['--all_reduce_buffer_bytes=33554432']
+  assert args.setups[-1].num_workers == 2
+
+
+def test_the_result_file_takes_its_name_from_the_flag():
+  assert cluster_network.parse_args([]).name == 'cluster_network'
+  assert cluster_network.parse_args(
+      ['--name=cluster_network_1gbit']).name == 'cluster_network_1gbit'
 
 
 def test_where_the_time_goes_names_each_setups_parts():

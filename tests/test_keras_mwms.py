@@ -117,7 +117,7 @@ def test_every_other_setup_runs_train_image_classifier():
   del programs['2 workers Keras MultiWorkerMirroredStrategy']
   assert set(programs.values()) == {os.path.join(
       REPO, 'train_image_classifier.py')}
-  assert len(programs) == 8
+  assert len(programs) == 10
 
 
 @pytest.fixture(scope='module')
