@@ -8,6 +8,7 @@ import pytest
 from exporting import graph as graph_lib
 from exporting import tflite
 from exporting import tflite_contents
+from nets import nets_factory
 from tf2_compat.slim_compat import slim, tf
 
 WEIGHTS = 3 * 3 * 1 * 4
@@ -80,3 +81,35 @@ def test_the_parts_add_up_to_the_file(files, quantization):
   assert contents.other_bytes > 0
   assert (sum(contents.constant_bytes.values()) + contents.quantization_bytes
           + contents.other_bytes == contents.file_bytes)
+
+
+def test_mobilenet_v1_025_int8_is_0_3x_float_only_per_tensor(tmp_path):
+  """Its 28 layers have 2746 output channels; 3x3 depthwise ones hold 9
+  weights a channel, against 24 bytes of per-channel parameters (weights
+  and bias). The sizes follow from the structure alone, so untrained
+  weights serve."""
+  images = np.random.RandomState(0).uniform(
+      -1, 1, [10, 32, 32, 1]).astype(np.float32)
+  contents = {}
+  with tf.Graph().as_default():
+    placeholder = tf.placeholder(tf.float32, [1, 32, 32, 1],
+                                 name=graph_lib.INPUT_NAME)
+    logits, end_points = nets_factory.get_network_fn(
+        'mobilenet_v1_025', 10)(placeholder)
+    graph = graph_lib.InferenceGraph(placeholder, logits,
+                                     end_points['Predictions'])
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      for quantization in ('none', 'int8', 'int8_per_tensor'):
+        path = str(tmp_path / ('%s.tflite' % quantization))
+        with open(path, 'wb') as f:
+          f.write(tflite.convert(session, graph, quantization, images))
+        contents[quantization] = tflite_contents.read(path)
+  float_bytes = contents['none'].file_bytes
+  per_channel, per_tensor = contents['int8'], contents['int8_per_tensor']
+  assert per_channel.channel_parameters == 2 * 2746
+  assert per_channel.quantization_bytes > 0.07 * float_bytes
+  assert per_channel.file_bytes > 0.3 * float_bytes
+  assert per_tensor.per_channel_tensors == 0
+  assert per_tensor.file_bytes <= 0.3 * float_bytes
+  assert 'FLOAT32' not in per_tensor.constant_bytes
