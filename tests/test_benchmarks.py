@@ -19,7 +19,6 @@ sys.path.insert(0, os.path.join(REPO, 'benchmarks'))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import cluster_runs
 import cluster_throughput
-import export_artifacts
 import make_run
 import results
 import training_loop
@@ -381,46 +380,3 @@ def test_clone_overhead_writes_its_result_file(tmp_path):
   assert rows[0][5] == '1.000'
   assert float(rows[1][5]) > 0
   assert any(line.startswith('- other processes') for line in lines)
-
-
-def _export_rows(int8_accuracy, int8_bytes, per_tensor=None):
-  """Made-up measure() rows: the checkpoint at 90%, a float32 file of
-  1000 bytes, the int8 file(s) as given ((accuracy, bytes))."""
-  rows = [('checkpoint', 0.9, 1.0, 5000, 3.0),
-          ('frozen graph', 0.9, 1.0, 1050, 1.0),
-          ('SavedModel', 0.9, 0.9995, 1500, 1.0),
-          ('TFLite float32', 0.9, 1.0, 1000, 0.1),
-          ('TFLite float16', 0.9, 1.0, 520, 0.1),
-          ('TFLite int8', int8_accuracy, 0.98, int8_bytes, 0.1)]
-  if per_tensor:
-    rows.append(('TFLite int8 per-tensor', per_tensor[0], 0.98, per_tensor[1],
-                 0.1))
-  return rows
-
-
-def test_export_artifacts_targets_hold_each_int8_file_to_its_model():
-  lines = export_artifacts.targets({
-      'mobilenet_v1_025': _export_rows(0.895, 350, per_tensor=(0.885, 280)),
-      'mobilenet_v1_025 QAT': _export_rows(0.894, 280)})
-  assert lines == [
-      '- mobilenet_v1_025: float artifacts agree on 99.95% (target >= '
-      '99.9%: met)',
-      '- mobilenet_v1_025: TFLite int8 is 0.50 points below the checkpoint '
-      '(target <= 1.0: met) at 0.35x the float file (target <= 0.3x: '
-      'MISSED)',
-      '- mobilenet_v1_025: TFLite int8 per-tensor is 1.50 points below the '
-      'checkpoint (target <= 1.0: MISSED) at 0.28x the float file (target '
-      '<= 0.3x: met)',
-      '- mobilenet_v1_025 QAT: float artifacts agree on 99.95% (target >= '
-      '99.9%: met)',
-      '- mobilenet_v1_025 QAT: TFLite int8 is 0.60 points below the '
-      'checkpoint (target <= 0.5: MISSED) at 0.28x the float file (target '
-      '<= 0.3x: met)']
-
-
-def test_export_artifacts_exports_no_per_tensor_file_of_a_qat_model():
-  float_trained = [name for name, _ in export_artifacts.artifacts_of(False)]
-  quantization_aware = [name for name, _ in
-                        export_artifacts.artifacts_of(True)]
-  assert float_trained == quantization_aware + ['TFLite int8 per-tensor']
-
