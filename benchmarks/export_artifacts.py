@@ -148,9 +148,9 @@ def quantize_flags(quantized, steps):
 def train_and_export(label, model, image_size, common_flags, train_flags,
                      use_flags, steps, digits_dir, work, exports=ARTIFACTS):
   """Trains `model` and exports the artifacts of `exports` (with
-  `use_flags` added); returns (train_dir, {artifact: path}). A training already finished in
-  `work` is kept (the script trains nothing then); the exports are made
-  afresh."""
+  `use_flags` added); returns (train_dir, {artifact: path}). A training
+  already finished in `work` is kept (the script trains nothing then); the
+  exports are made afresh."""
   train_dir = os.path.join(work, label.replace(' ', '_'))
   _run(['train_image_classifier.py', '--dataset_name=digits',
         '--dataset_dir=%s' % digits_dir, '--model_name=%s' % model,

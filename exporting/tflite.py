@@ -12,14 +12,14 @@
   int8_per_tensor
            int8 with one scale per weight tensor. A channel's scale and
            zero point take 12 bytes in the file (float32 and int64), and
-           its bias's as many again: in a network of small layers, such
-           as mobilenet_v1_025's 3x3 depthwise ones (9 weights a channel),
-           they weigh as much as the weights. Per-tensor drops them, at
+           its bias's as many again: in small layers, such as
+           mobilenet_v1_025's 3x3 depthwise ones (9 weight bytes a
+           channel), they outweigh the weights. Per-tensor drops them, at
            the price of a coarser grid for channels of small weights.
 
 A quantization-aware graph (export --quantize) carries the ranges of its
 weights (one per tensor) and activations in its FakeQuant ops. Its int8
-file, and its int8_per_tensor one, the same, take them:
+file takes them (int8_per_tensor writes the same file):
 the converter's quantization-aware path, whose only calibrated range is
 the input's (the representative images' min and max). none keeps the
 FakeQuant ops as quantize-dequantize pairs, computing what the graph
@@ -40,8 +40,8 @@ def convert(session, graph, quantization, representative_images=None,
     graph: the exporting.graph.InferenceGraph; a placeholder batch of None
       becomes 1.
     quantization: one of QUANTIZATIONS.
-    representative_images: for int8 and int8_per_tensor, float32 [n, size, size, channels]
-      preprocessed images, n >= 1.
+    representative_images: for int8 and int8_per_tensor, float32
+      [n, size, size, channels] preprocessed images, n >= 1.
     quantization_aware: the graph is quantization-aware (FakeQuant ops).
 
   Returns:
@@ -61,7 +61,8 @@ def convert(session, graph, quantization, representative_images=None,
   elif quantization.startswith('int8'):
     # The converter's own switch, an experimental attribute: the
     # post-training quantizer reads it when it quantizes the weights.
-    converter._experimental_disable_per_channel = (  # pylint: disable=protected-access
+    # pylint: disable-next=protected-access
+    converter._experimental_disable_per_channel = (
         quantization == 'int8_per_tensor')
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: (
