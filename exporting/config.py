@@ -138,7 +138,7 @@ def _check_clips_and_end_point(f, problems):
 
 def _calibration(f, model, problems):
   """The Calibration of an int8 TFLite export, else None."""
-  if not f.tflite_file or f.tflite_quantization != 'int8':
+  if not f.tflite_file or not f.tflite_quantization.startswith('int8'):
     return None
   model_and_data = problems.attempt(lookup.model_and_data, f,
                                     is_training=False)

@@ -57,7 +57,10 @@ flags.DEFINE_integer('saved_model_version', 1,
 flags.DEFINE_string('tflite_file', None, 'Where to write a TFLite model.')
 flags.DEFINE_enum('tflite_quantization', 'none', tflite.QUANTIZATIONS,
                   'none: float32; float16: float16 weights; int8: full '
-                  'integer, calibrated on --dataset_split_name.')
+                  'integer, calibrated on --dataset_split_name, a scale '
+                  'per output channel of the weights; int8_per_tensor: '
+                  'one scale per weight tensor (a smaller file for '
+                  'networks of small layers).')
 flags.DEFINE_integer('representative_images', 200,
                      'How many images of --dataset_split_name calibrate an '
                      'int8 TFLite file.')

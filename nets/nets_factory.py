@@ -20,6 +20,7 @@ Example:
 """
 
 import functools
+import inspect
 
 from tf2_compat.slim_compat import slim
 from nets import cifarnet
@@ -124,7 +125,8 @@ arg_scopes_map = {
 }
 
 
-def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
+def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False,
+                   batch_norm_decay=None):
   """Returns a function that builds network `name` in its arg scope.
 
   Args:
@@ -133,6 +135,9 @@ def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
       the function return pre-logits features [batch, depth].
     weight_decay: L2 coefficient passed to the network's arg scope.
     is_training: whether batch norm and dropout run in training mode.
+    batch_norm_decay: None: the arg scope's own decay of the batch norm
+      moving averages; else this one, for a network whose arg scope takes
+      `batch_norm_decay`.
 
   Returns:
     network_fn(images, **kwargs) -> (logits, end_points), where kwargs are
@@ -141,16 +146,24 @@ def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
     networks, `default_num_frames`).
 
   Raises:
-    ValueError: if `name` is not a known network.
+    ValueError: if `name` is not a known network, or `batch_norm_decay` is
+      given for one whose arg scope does not take it.
   """
   if name not in networks_map:
     raise ValueError('unknown network name %r; known networks: %s'
                      % (name, ', '.join(sorted(networks_map))))
   network = networks_map[name]
+  scope_kwargs = {'weight_decay': weight_decay}
+  if batch_norm_decay is not None:
+    if 'batch_norm_decay' not in inspect.signature(
+        arg_scopes_map[name]).parameters:
+      raise ValueError('%s\'s arg scope takes no batch_norm_decay; leave it '
+                       'unset for %s' % (name, name))
+    scope_kwargs['batch_norm_decay'] = batch_norm_decay
 
   @functools.wraps(network)
   def network_fn(images, **kwargs):
-    with slim.arg_scope(arg_scopes_map[name](weight_decay=weight_decay)):
+    with slim.arg_scope(arg_scopes_map[name](**scope_kwargs)):
       return network(images, num_classes=num_classes,
                      is_training=is_training, **kwargs)
 

@@ -17,6 +17,7 @@ from exporting import artifacts
 from exporting import graph as graph_lib
 from exporting import model as model_lib
 from exporting import split_images
+from exporting import tflite_contents
 from nets import nets_factory
 from tf2_compat.slim_compat import tf
 from training import inputs as inputs_lib
@@ -79,12 +80,14 @@ def exported(trained, digits_dir, tmp_path_factory):
            'saved_model': os.path.join(out, 'serving'),
            'tflite': os.path.join(out, 'lenet.tflite'),
            'float16': os.path.join(out, 'lenet_float16.tflite'),
-           'int8': os.path.join(out, 'lenet_int8.tflite')}
+           'int8': os.path.join(out, 'lenet_int8.tflite'),
+           'int8_per_tensor': os.path.join(out,
+                                           'lenet_int8_per_tensor.tflite')}
   paths['output'] = _export(
       '--checkpoint_path=%s' % trained, '--output_file=%s' % paths['frozen'],
       '--saved_model_dir=%s' % paths['saved_model'],
       '--tflite_file=%s' % paths['tflite'])
-  for quantization in ('float16', 'int8'):
+  for quantization in ('float16', 'int8', 'int8_per_tensor'):
     _export('--checkpoint_path=%s' % trained,
             '--dataset_dir=%s' % digits_dir,
             '--tflite_file=%s' % paths[quantization],
@@ -189,6 +192,23 @@ def test_int8_tflite_is_a_quarter_the_size_within_a_point(exported,
   interpreter = litert.Interpreter(model_path=exported['int8'])
   assert interpreter.get_input_details()[0]['dtype'] == np.int8
   assert interpreter.get_output_details()[0]['dtype'] == np.int8
+
+
+@pytest.mark.slow
+def test_int8_per_tensor_drops_the_per_channel_scales_within_a_point(
+    exported, test_split):
+  images, labels, expected = test_split
+  classes = _classes(exported['int8_per_tensor'], images)
+  assert abs(np.mean(classes == labels) - np.mean(expected == labels)) <= 0.01
+  per_channel = tflite_contents.read(exported['int8'])
+  per_tensor = tflite_contents.read(exported['int8_per_tensor'])
+  # LeNet's 4 layers: 32 + 64 + 1024 + 10 output channels, a scale and a
+  # zero point (12 bytes) each for the weights and for the bias.
+  assert per_channel.channel_parameters == 2 * 1130
+  assert per_tensor.per_channel_tensors == 0
+  assert (per_channel.quantization_bytes - per_tensor.quantization_bytes
+          == (2 * 1130 - 8) * 12)
+  assert 'FLOAT32' not in per_tensor.constant_bytes
 
 
 @pytest.mark.slow

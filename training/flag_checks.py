@@ -29,6 +29,8 @@ TRAIN_RANGES = SHARED_RANGES + (
     ('label_smoothing', lambda v: 0 <= v < 1, 'in [0, 1)'),
     ('weight_decay', lambda v: v >= 0, '>= 0 (0: no weight decay)'),
     ('moving_average_decay', lambda v: 0 < v < 1, 'in (0, 1)'),
+    ('batch_norm_decay', lambda v: 0 < v < 1,
+     'in (0, 1) (unset: the network\'s own)'),
     ('train_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
     ('num_readers', lambda v: v >= 1, '>= 1'),
     ('log_every_n_steps', lambda v: v >= 1, '>= 1'),

@@ -10,6 +10,9 @@ Upstream defaults are kept. Flags that differ from upstream:
   --quantize_delay   quantization-aware training without tf.contrib.quantize,
                      which TF 2.x removed: the layers are built fake-quantized
                      (nets/quantize.py); float32 only, no --sync_batch_norm.
+  --batch_norm_decay new: the decay of the batch norm moving averages, for
+                     a short run of a network whose own decay (0.9997) is
+                     meant for hundreds of thousands of steps.
   --train_dir_lock   new: `none` trains without train_dir/train.lock, on a
                      file system that has no flock (training/train_dir_lock.py).
   --ps_strategy, --cache_variable_reads, --non_chief_wait_secs,
@@ -82,6 +85,13 @@ flags.DEFINE_string('precision', 'float32',
 # Optimizer.
 flags.DEFINE_float('weight_decay', 0.00004,
                    'The weight decay on the model weights.')
+flags.DEFINE_float('batch_norm_decay', None,
+                   'Decay of the batch norm moving averages, for a network '
+                   'whose arg scope takes batch_norm_decay (MobileNets, '
+                   'ResNets, Inception v3 and v4, NASNets); unset: the '
+                   'network\'s own (0.9997 for MobileNet v1, whose averages '
+                   'keep 0.9997^steps of their initial values: 17% after '
+                   '6000 steps).')
 flags.DEFINE_string('optimizer', 'rmsprop',
                     'One of "adadelta", "adagrad", "adam", "ftrl", '
                     '"momentum", "sgd" or "rmsprop".')

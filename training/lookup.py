@@ -46,7 +46,7 @@ def refuse_video_network(model_name, network_fn):
 
 
 def model_and_data(flag_values, is_training, weight_decay=0.0,
-                   quantize_delay=None):
+                   quantize_delay=None, batch_norm_decay=None):
   """Looks up what --dataset_*, --model_name and --preprocessing_name name.
 
   Args:
@@ -58,6 +58,8 @@ def model_and_data(flag_values, is_training, weight_decay=0.0,
     quantize_delay: None: the float network; else the network
       quantization-aware (nets/quantize.py), fake-quantizing from this
       global step in training (from the start otherwise).
+    batch_norm_decay: None: the network's own decay of its batch norm
+      moving averages; else this one (--batch_norm_decay).
 
   Returns:
     A ModelAndData.
@@ -80,10 +82,13 @@ def model_and_data(flag_values, is_training, weight_decay=0.0,
   record_counts = call_for_flag('--dataset_dir=%s' % f.dataset_dir,
                                 split_check.check_split, dataset,
                                 f.labels_offset, f.max_image_pixels)
-  network_fn = call_for_flag('--model_name', nets_factory.get_network_fn,
-                             f.model_name, num_classes=num_classes,
-                             weight_decay=weight_decay,
-                             is_training=is_training)
+  network_fn = call_for_flag(
+      '--model_name' if batch_norm_decay is None else
+      '--model_name=%s --batch_norm_decay=%s' % (f.model_name,
+                                                 batch_norm_decay),
+      nets_factory.get_network_fn, f.model_name, num_classes=num_classes,
+      weight_decay=weight_decay, is_training=is_training,
+      batch_norm_decay=batch_norm_decay)
   refuse_video_network(f.model_name, network_fn)
   if quantize_delay is not None:
     network_fn = quantize.quantized_network_fn(network_fn, is_training,

@@ -233,6 +233,7 @@ def from_flags(flag_values, environ=None):
   model = problems.attempt(
       lookup.model_and_data, snapshot, is_training=True,
       weight_decay=snapshot.weight_decay,
+      batch_norm_decay=snapshot.batch_norm_decay,
       quantize_delay=(snapshot.quantize_delay
                       if snapshot.quantize_delay >= 0 else None))
   if model is not None:
