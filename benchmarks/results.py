@@ -30,6 +30,22 @@ def _cpu_model():
   return platform.processor() or 'unknown CPU'
 
 
+def _vector_extensions():
+  """The CPU's AVX flags: TensorFlow turns oneDNN's kernels on by default
+  only where AVX-512 or AMX-class features are (TF_ENABLE_ONEDNN_OPTS
+  decides otherwise), which changes its speed several times over."""
+  try:
+    with open('/proc/cpuinfo') as cpuinfo:
+      for line in cpuinfo:
+        if line.startswith('flags'):
+          return ' '.join(sorted(
+              flag for flag in line.split(':', 1)[1].split()
+              if flag.startswith(('avx', 'amx')))) or 'no AVX'
+  except OSError:
+    pass
+  return 'unknown'
+
+
 def _version(distribution):
   try:
     return metadata.version(distribution)
@@ -44,6 +60,9 @@ def machine_context():
           datetime.timezone.utc).strftime('%Y-%m-%d %H:%M'),
       '- CPU: %s, %d cores usable (os.cpu_count() = %d)' % (
           _cpu_model(), len(os.sched_getaffinity(0)), os.cpu_count()),
+      '- CPU vector extensions: %s; TF_ENABLE_ONEDNN_OPTS=%s' % (
+          _vector_extensions(),
+          os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')),
       '- TensorFlow %s, tf-slim %s, NumPy %s, Python %s' % (
           _version('tensorflow'), _version('tf-slim'), _version('numpy'),
           platform.python_version()),

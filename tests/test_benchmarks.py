@@ -60,7 +60,9 @@ def assert_result_file(path, directory, name, title):
   assert lines[4] == '## Machine'
   assert lines[6].startswith('- date (UTC): ')
   assert re.match(r'- CPU: .*, \d+ cores usable', lines[7])
-  assert lines[8].startswith('- TensorFlow 2.')
+  assert re.match(r'- CPU vector extensions: .*; TF_ENABLE_ONEDNN_OPTS=\S+$',
+                  lines[8])
+  assert lines[9].startswith('- TensorFlow 2.')
   return lines
 
 
