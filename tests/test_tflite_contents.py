@@ -30,8 +30,9 @@ def files(tmp_path_factory):
         weights_initializer=tf.random_normal_initializer(seed=1),
         biases_initializer=tf.random_normal_initializer(seed=2),
         scope='Conv'), [1, 2])
-    graph = graph_lib.InferenceGraph(placeholder, logits,
-                                     tf.nn.softmax(logits))
+    probabilities = tf.nn.softmax(logits)
+    graph = graph_lib.InferenceGraph(placeholder, logits, probabilities,
+                                     probabilities)
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
       for quantization in tflite.QUANTIZATIONS:
@@ -97,6 +98,7 @@ def test_mobilenet_v1_025_int8_is_0_3x_float_only_per_tensor(tmp_path):
     logits, end_points = nets_factory.get_network_fn(
         'mobilenet_v1_025', 10)(placeholder)
     graph = graph_lib.InferenceGraph(placeholder, logits,
+                                     end_points['Predictions'],
                                      end_points['Predictions'])
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
