@@ -191,7 +191,7 @@ def _packed(tensors, buffer_bytes, reduce_fn):
   parts = [[] for _ in tensors]
   for number, pieces in enumerate(_buffers(tensors, buffer_bytes)):
     reduced = reduce_fn(tf.concat(
-        [_piece(flat[index], start, size, tensors[index])
+        [_piece(flat[index], start, size)
          for index, start, size in pieces], 0), number)
     for (index, _, _), part in zip(
         pieces, tf.split(reduced, [size for _, _, size in pieces])):
@@ -200,8 +200,9 @@ def _packed(tensors, buffer_bytes, reduce_fn):
                      tensor.shape) for part, tensor in zip(parts, tensors)]
 
 
-def _piece(flat, start, size, tensor):
-  if start == 0 and size == tensor.shape.num_elements():
+def _piece(flat, start, size):
+  """Elements [start, start + size) of the 1-D `flat`; itself when whole."""
+  if size == flat.shape.num_elements():
     return flat
   return flat[start:start + size]
 

@@ -24,6 +24,7 @@ Upstream defaults are kept. Flags that differ from upstream:
 
 from absl import flags
 
+from deployment import collectives
 from training import common_flags
 
 # Deployment.
@@ -68,7 +69,8 @@ flags.DEFINE_enum('gradient_compression', 'none', ['none', 'fp16', 'bf16'],
                   'All-reduce workers (no ps tasks) only: send the '
                   'gradients (and the averaged weights) as 16-bit floats, '
                   'half the bytes; averaged in 16 bits, applied in 32.')
-flags.DEFINE_integer('all_reduce_buffer_bytes', 4 * 2 ** 20,
+flags.DEFINE_integer('all_reduce_buffer_bytes',
+                     collectives.DEFAULT_BUFFER_BYTES,
                      'All-reduce workers (no ps tasks) only: the gradients '
                      'go in buffers of at most this many bytes, one '
                      'collective each (several under way keep the link '
