@@ -1,5 +1,6 @@
 """Shared test setup: quiet TensorFlow, a fresh graph per test."""
 
+import logging
 import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -7,6 +8,21 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import pytest  # pylint: disable=g-import-not-at-top
 
 from tf2_compat.slim_compat import tf  # pylint: disable=g-import-not-at-top
+
+
+@pytest.fixture(autouse=True)
+def tensorflow_logger_as_found():
+  """Gives each test TensorFlow's logger as the session found it.
+
+  A script's main run in-process (training.cli.run_main) stops that logger
+  propagating to the root, where caplog listens, and raises its verbosity;
+  a later test on the same worker would then see no records.
+  """
+  logger = logging.getLogger('tensorflow')
+  propagate, level = logger.propagate, logger.level
+  yield
+  logger.propagate = propagate
+  logger.setLevel(level)
 
 
 @pytest.fixture
