@@ -2,9 +2,9 @@
 
   * `model_deploy` (with `deployment_config`): upstream Slim's API.
   * The graph mechanics it builds on: `device_placement`, `clone_losses`,
-    `gradients`, `accumulation`, `apply_when`, `update`, `precision`,
-    `collectives`, `sync_batch_norm`, `variable_averages`,
-    `argument_checks`.
+    `gradients`, `matmul_gradient`, `accumulation`, `apply_when`,
+    `update`, `precision`, `collectives`, `sync_batch_norm`,
+    `variable_averages`, `argument_checks`.
 
 The modules that moved to `tf2_compat` and `clusters` keep their old paths
 here (`deployment.slim_compat`, `deployment.launch`, ...) as files of

@@ -28,7 +28,9 @@ Differences from upstream: variables are placed on ps tasks whatever op type
 creates them (TF2 resource variables included), and through a variable
 creator so that variables made with plain `tf.get_variable` are placed too;
 worker devices name the replica's task when there are several replicas;
-sparse gradients stay sparse when summed; summaries are placed on the CPU.
+sparse gradients stay sparse when summed; summaries are placed on the CPU;
+MatMul ops of CPU clones get a faster gradient of the same values
+(matmul_gradient.py).
 
 Where the parts live: the update's options and the train step, its
 stages in the order they run, in update.py; placement (device functions,
@@ -46,6 +48,7 @@ from deployment import clone_losses
 from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
+from deployment import matmul_gradient
 from deployment import precision as precision_lib
 from tf2_compat import slim_compat
 from deployment import sync_batch_norm as sync_batch_norm_lib
@@ -137,7 +140,8 @@ def _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
     for i in range(config.num_clones):
       with tf.name_scope(config.clone_scope(i)) as clone_scope:
         clone_device = config.clone_device(i)
-        with tf.device(clone_device), tf.device(host_ops):
+        with tf.device(clone_device), tf.device(host_ops), \
+            matmul_gradient.on_cpu(clone_device):
           with tf.variable_scope(tf.get_variable_scope(),
                                  reuse=True if i > 0 else None,
                                  custom_getter=getter), \

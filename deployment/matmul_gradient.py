@@ -1,0 +1,89 @@
+"""A faster gradient for fully connected layers on CPU clones.
+
+TensorFlow's gradient of `y = x @ w` gives the layer's input the product
+`dy @ transpose(w)`, one MatMul op with transpose_b. TensorFlow 2.21's CPU
+kernel without oneDNN (the default on CPUs without AVX-512) computes that
+product about ten times slower than the same product without the
+transpose: LeNet's fully connected layer (w of 3136 x 1024) takes 44 ms
+for a batch of 4 against 4 ms (benchmarks/results/matmul_gradient.md).
+That one op is most of a small batch's step.
+
+Here the input's gradient is `transpose(w @ transpose(dy))`: the same
+sums of products, with the transpose on the small operand. create_clones
+gives this gradient to the MatMul ops of clones placed on a CPU. The
+weights' gradient, and every other case, is TensorFlow's formula.
+"""
+
+import contextlib
+import threading
+
+from tf2_compat.slim_compat import tf
+
+GRADIENT_NAME = 'SlimDeploymentMatMulGrad'
+
+_default_only = threading.local()
+
+
+@tf.RegisterGradient(GRADIENT_NAME)
+def _matmul_gradient(op, grad):
+  """The gradients of MatMul `op`'s two inputs, given `grad` of its output.
+
+  TensorFlow's formulas, with conjugates for complex inputs; only the
+  input's gradient in the untransposed case is computed differently.
+  """
+  transpose_a = op.get_attr('transpose_a')
+  transpose_b = op.get_attr('transpose_b')
+  a = tf.math.conj(op.inputs[0])
+  b = tf.math.conj(op.inputs[1])
+  if not transpose_a and not transpose_b:
+    return (times_transposed(grad, b),
+            tf.matmul(a, grad, transpose_a=True))
+  if not transpose_a:
+    return (tf.matmul(grad, b),
+            tf.matmul(grad, a, transpose_a=True))
+  if not transpose_b:
+    return (tf.matmul(b, grad, transpose_b=True),
+            tf.matmul(a, grad))
+  return (tf.matmul(b, grad, transpose_a=True, transpose_b=True),
+          tf.matmul(grad, a, transpose_a=True, transpose_b=True))
+
+
+def times_transposed(x, w):
+  """x @ transpose(w) for 2-D x and w, the transpose on the smaller one.
+
+  When w's rows are known and at least x's (or x's are unknown, as a
+  batch dimension is), `transpose(w @ transpose(x))`; otherwise the plain
+  `x @ transpose(w)`, which is fast when w is the small one.
+  """
+  rows_x = tf.compat.dimension_value(x.shape[0])
+  rows_w = tf.compat.dimension_value(w.shape[0])
+  if rows_w is not None and (rows_x is None or rows_w >= rows_x):
+    return tf.transpose(tf.matmul(w, x, transpose_b=True))
+  return tf.matmul(x, w, transpose_b=True)
+
+
+@contextlib.contextmanager
+def on_cpu(device):
+  """Gives the MatMul ops built inside this gradient if `device` is a CPU.
+
+  GPU kernels take transposes as they come, so ops on other devices keep
+  TensorFlow's gradient; so does everything inside `default_gradient()`.
+  """
+  if 'CPU' not in device.upper() or getattr(_default_only, 'on', False):
+    yield
+    return
+  with tf.get_default_graph().gradient_override_map(
+      {'MatMul': GRADIENT_NAME}):
+    yield
+
+
+@contextlib.contextmanager
+def default_gradient():
+  """Clones built inside keep TensorFlow's own MatMul gradient (for
+  measuring this module's effect)."""
+  before = getattr(_default_only, 'on', False)
+  _default_only.on = True
+  try:
+    yield
+  finally:
+    _default_only.on = before
