@@ -57,6 +57,7 @@ import results  # next to this script
 
 NAME = 'cluster_network'
 TITLE = 'Clusters on a shaped network, a host per task'
+SCRIPT = 'benchmarks/cluster_network.py'  # the result file's command runs it
 SETUP_NAMES = ('alone', '1 ps + 2 workers', '1 ps + 2 workers sync',
                '2 workers all-reduce', cluster_throughput.ALL_REDUCE_FP16,
                cluster_throughput.ALL_REDUCE_ONE_BUFFER,
@@ -197,7 +198,9 @@ def main(argv=None):
     loadavg.append(os.getloadavg())
   path = results.publish(args.name, TITLE, report_lines(
       args, measured, link_checks, network.delay_note, load, loadavg),
-                         argv=argv, directory=args.results_dir)
+                         directory=args.results_dir,
+                         command=' '.join(['.venv/bin/python', SCRIPT] + list(
+                             sys.argv[1:] if argv is None else argv)))
   network_report.plot(
       os.path.join(os.path.dirname(path), args.name + '.png'), args.setups,
       args.rates, measured,

@@ -100,13 +100,14 @@ def write_result(name, title, lines, argv=None, command=None,
   return path
 
 
-def publish(name, title, lines, argv=None, directory=None):
+def publish(name, title, lines, argv=None, directory=None, command=None):
   """Prints `lines`, then writes them as write_result does; returns the path.
 
   The last step of a benchmark's main(): the table on the terminal and in
   <directory>/<name>.md, and where the file went.
   """
   print('\n' + '\n'.join(lines))
-  path = write_result(name, title, lines, argv=argv, directory=directory)
+  path = write_result(name, title, lines, argv=argv, directory=directory,
+                      command=command)
   print('written to %s' % path)
   return path

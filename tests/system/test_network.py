@@ -180,11 +180,15 @@ def _rows(text, first_cell):
 def test_the_benchmark_runs_all_reduce_on_a_1_gbit_network(tmp_path,
                                                            digits_dir):
   links = _root_links()
-  benchmark = _benchmark(tmp_path, digits_dir, '--setups=2 workers all-reduce')
+  benchmark = _benchmark(tmp_path, digits_dir, '--setups=2 workers all-reduce',
+                         '--name=at_1_gbit')
   output, _ = benchmark.communicate(timeout=600)
   assert benchmark.returncode == 0, output[-3000:]
-  with open(tmp_path / 'cluster_network.md') as result:
+  with open(tmp_path / 'at_1_gbit.md') as result:
     text = result.read()
+  # The command that made it runs the script, whatever the file's name.
+  assert text.splitlines()[2].startswith(
+      'Command: `.venv/bin/python benchmarks/cluster_network.py --rounds=1 ')
   # Its link check at 1 Gbit/s: how near depends on the load here (see
   # LOWEST_SHARE); test_a_shaped_link_carries_its_rate checks the rate.
   check = _rows(text, '1 Gbit/s | 0.')[0]
@@ -200,7 +204,7 @@ def test_the_benchmark_runs_all_reduce_on_a_1_gbit_network(tmp_path,
   assert 24.5 <= float(all_reduce[6]) <= 27.0
   out_mib, in_mib = (float(x) for x in all_reduce[7].split(' / '))
   assert 12.25 <= out_mib <= 13.5 and 12.25 <= in_mib <= 13.5
-  with open(tmp_path / 'cluster_network.png', 'rb') as png:
+  with open(tmp_path / 'at_1_gbit.png', 'rb') as png:
     assert png.read(8) == b'\x89PNG\r\n\x1a\n'
   assert netns.made_namespaces('slimnet-%d-' % benchmark.pid) == []
   assert _root_links() == links
