@@ -184,6 +184,9 @@ def test_a_step_splits_into_compute_at_alones_speed_and_communication():
   reduce_time = network_report.step_time(args, all_reduce, GBIT, _measured())
   assert reduce_time.step == pytest.approx(64 / 330)
   assert reduce_time.wire_at_once == pytest.approx(0.1048576)
+  # 1 CPU ms per example, 64 examples per global step, over the processes.
+  assert sync_time.cpu_per_process == pytest.approx(0.064 / 3)
+  assert reduce_time.cpu_per_process == pytest.approx(0.064 / 2)
 
 
 def test_the_target_ratio_is_judged_at_1_gbit():
@@ -283,8 +286,14 @@ def test_the_all_reduce_step_is_judged_against_its_link_time():
   assert network_report.wire_target_line(
       args, args.setups, args.rates, measured)[0].endswith(
           ': met (0.123 s against 0.105 s, 1.17x).')
+  # 64 examples at 480/s against 12.5 MiB at 10 Gbit/s: not judged there.
   assert network_report.wire_target_line(
-      args, args.setups, [10 * GBIT], measured) == []
+      args, args.setups, [10 * GBIT], measured) == [
+          'At 10 Gbit/s, the all-reduce\'s global step took 12.72x the time '
+          'its busiest link\'s bytes take both ways at once (0.133 s against '
+          '0.010 s); the target (1.2x) is judged at 1 Gbit/s.']
+  assert network_report.wire_target_line(
+      args, args.setups[:2], args.rates, measured) == []
 
 
 def test_the_old_single_buffer_runs_as_a_setup_of_its_own():
@@ -309,7 +318,8 @@ def test_where_the_time_goes_names_each_setups_parts():
       '- 1 ps + 2 workers sync: 0.500 s: 0.050 s of compute at the speed of '
       'the process alone and 0.450 s of communication; the busiest link '
       'carried 25.0 MiB out and 25.0 MiB in, 0.210 s at the rate both ways '
-      'at once, 0.419 s one way after the other.')
+      'at once, 0.419 s one way after the other; each of its 3 processes '
+      'used 0.021 s of CPU (4% of the step).')
 
 
 def test_link_table_gives_the_share_of_the_shaped_rate():
