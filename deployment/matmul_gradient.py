@@ -10,8 +10,10 @@ That one op is most of a small batch's step.
 
 Here the input's gradient is `transpose(w @ transpose(dy))`: the same
 sums of products, with the transpose on the small operand. create_clones
-gives this gradient to the MatMul ops of clones placed on a CPU. The
-weights' gradient, and every other case, is TensorFlow's formula.
+gives this gradient to the MatMul ops of clones placed on a CPU;
+optimize_clones and deploy() take it off them once the gradients are
+built, so the graph they leave is TensorFlow's own. The weights'
+gradient, and every other case, is TensorFlow's formula.
 """
 
 import contextlib
@@ -20,6 +22,8 @@ import threading
 from tf2_compat.slim_compat import tf
 
 GRADIENT_NAME = 'SlimDeploymentMatMulGrad'
+# Where gradient_override_map records the name on an op.
+_ATTRIBUTE = '_gradient_op_type'
 
 _default_only = threading.local()
 
@@ -75,6 +79,25 @@ def on_cpu(device):
   with tf.get_default_graph().gradient_override_map(
       {'MatMul': GRADIENT_NAME}):
     yield
+
+
+def forget(graph):
+  """Takes this gradient's name off `graph`'s MatMul ops.
+
+  Call once the gradients are built. The name travels with the graph into
+  checkpoints' .meta files, where a program that has not imported this
+  module could not differentiate the ops (LookupError: no gradient
+  defined); without it they take TensorFlow's gradient.
+  """
+  for op in graph.get_operations():
+    if op.type != 'MatMul':
+      continue
+    try:
+      named = op.get_attr(_ATTRIBUTE) == GRADIENT_NAME.encode()
+    except ValueError:  # The op has no such attribute.
+      continue
+    if named:
+      op._clear_attr(_ATTRIBUTE)  # pylint: disable=protected-access
 
 
 @contextlib.contextmanager

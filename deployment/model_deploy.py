@@ -185,6 +185,7 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
   gathered, grads_and_vars = gradients.clone_gradients(
       clones, lambda loss: optimizer.compute_gradients(loss, **kwargs),
       regularization_losses)
+  matmul_gradient.forget(tf.get_default_graph())
   return clone_losses.total_of(gathered.losses), grads_and_vars
 
 
@@ -317,6 +318,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             summarize_gradients=summarize_gradients, update_ops=step_ops,
             replica_mean_variables=list(_called(replica_mean_variables)
                                         or []))
+        matmul_gradient.forget(tf.get_default_graph())
         with tf.control_dependencies([step.op] + step_ops):
           train_op = tf.identity(step.total_loss, name='train_op')
         total_loss, gathered = step.total_loss, step.losses

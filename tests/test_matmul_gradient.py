@@ -2,6 +2,7 @@
 
 import os
 import re
+import subprocess
 import sys
 
 from absl.testing import flagsaver
@@ -76,16 +77,16 @@ def test_times_transposed_keeps_the_plain_product_for_small_weights(graph):
   assert not [op for op in graph.get_operations() if op.type == 'Transpose']
 
 
-def _lenet_clones(config):
+def _lenet_model_fn():
   images = tf.zeros([4, 28, 28, 1])
   labels = tf.one_hot(tf.zeros([4], tf.int32), 10)
+  with slim.arg_scope(lenet.lenet_arg_scope()):
+    logits, _ = lenet.lenet(images, num_classes=10)
+  tf.losses.softmax_cross_entropy(labels, logits)
 
-  def model_fn():
-    with slim.arg_scope(lenet.lenet_arg_scope()):
-      logits, _ = lenet.lenet(images, num_classes=10)
-    tf.losses.softmax_cross_entropy(labels, logits)
 
-  return model_deploy.create_clones(config, model_fn)
+def _lenet_clones(config):
+  return model_deploy.create_clones(config, _lenet_model_fn)
 
 
 def _fc3_input_gradient(graph):
@@ -197,3 +198,54 @@ def test_benchmark_writes_both_tables(tmp_path, digits_dir):
     assert float(ratio) == pytest.approx(
         float(tensorflow_ms) / float(clones_ms), abs=0.01)
   assert '## A LeNet training step' in text
+
+
+def _deployed_lenet(through):
+  """LeNet on a CPU clone, its gradients built by deploy() or by
+  create_clones + optimize_clones; the fc3 MatMul op."""
+  config = model_deploy.DeploymentConfig(clone_on_cpu=True)
+  optimizer = tf.train.GradientDescentOptimizer(0.01)
+  if through == 'deploy':
+    model_deploy.deploy(config, _lenet_model_fn, optimizer=optimizer)
+  else:
+    clones = _lenet_clones(config)
+    model_deploy.optimize_clones(clones, optimizer)
+  return tf.get_default_graph().get_operation_by_name('LeNet/fc3/MatMul')
+
+
+@pytest.mark.parametrize('through', ['deploy', 'optimize_clones'])
+def test_the_gradient_s_name_is_gone_once_the_gradients_are_built(
+    graph, through):
+  fc3 = _deployed_lenet(through)
+  with pytest.raises(ValueError, match='_gradient_op_type'):
+    fc3.get_attr('_gradient_op_type')
+  # The gradient built before is still the fast one: the input's gradient
+  # multiplies the weights untransposed.
+  weights = fc3.inputs[1]
+  uses = [op for op in _matmuls(graph) if weights in list(op.inputs)]
+  assert sorted((op.name, op.get_attr('transpose_b')) for op in uses) == [
+      ('LeNet/fc3/MatMul', False),
+      ('gradients/LeNet/fc3/MatMul_grad/MatMul', True)]
+  gradient = graph.get_operation_by_name(
+      'gradients/LeNet/fc3/MatMul_grad/MatMul')
+  assert gradient.inputs[0] is weights
+
+
+def test_a_meta_graph_from_deploy_differentiates_in_plain_tensorflow(
+    tmp_path):
+  meta = str(tmp_path / 'model.meta')
+  with tf.Graph().as_default():
+    _deployed_lenet('deploy')
+    tf.train.export_meta_graph(meta)
+  program = (
+      'import tensorflow.compat.v1 as tf\n'
+      'tf.disable_v2_behavior()\n'
+      'tf.train.import_meta_graph(%r)\n'
+      'loss = tf.get_collection(tf.GraphKeys.LOSSES)[0]\n'
+      'grads = tf.gradients(loss, tf.trainable_variables())\n'
+      'print(sum(g is not None for g in grads), len(grads))\n' % meta)
+  done = subprocess.run([sys.executable, '-c', program], capture_output=True,
+                        text=True, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.split() == ['8', '8']  # LeNet's 4 weights, 4 biases
