@@ -11,8 +11,8 @@ That one op is most of a small batch's step.
 Here the input's gradient is `transpose(w @ transpose(dy))`: the same
 sums of products, with the transpose on the small operand. create_clones
 gives this gradient to the MatMul ops of clones placed on a CPU;
-optimize_clones and deploy() take it off them once the gradients are
-built, so the graph they leave is TensorFlow's own. The weights'
+optimize_clones and deploy() take its name off them once the gradients
+are built, so the graph they leave is TensorFlow's own. The weights'
 gradient, and every other case, is TensorFlow's formula.
 """
 
