@@ -40,6 +40,7 @@ Usage (from the repository root, as root):
 
 import functools
 import os
+import shlex
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -199,8 +200,9 @@ def main(argv=None):
   path = results.publish(args.name, TITLE, report_lines(
       args, measured, link_checks, network.delay_note, load, loadavg),
                          directory=args.results_dir,
-                         command=' '.join(['.venv/bin/python', SCRIPT] + list(
-                             sys.argv[1:] if argv is None else argv)))
+                         command=shlex.join(
+                             ['.venv/bin/python', SCRIPT] +
+                             list(sys.argv[1:] if argv is None else argv)))
   network_report.plot(
       os.path.join(os.path.dirname(path), args.name + '.png'), args.setups,
       args.rates, measured,

@@ -4,8 +4,8 @@ TensorFlow's gradient of `y = x @ w` gives the layer's input the product
 `dy @ transpose(w)`, one MatMul op with transpose_b. TensorFlow 2.21's CPU
 kernel without oneDNN (the default on CPUs without AVX-512) computes that
 product about ten times slower than the same product without the
-transpose: LeNet's fully connected layer (w of 3136 x 1024) takes 44 ms
-for a batch of 4 against 4 ms (benchmarks/results/matmul_gradient.md).
+transpose: LeNet's fully connected layer (w of 3136 x 1024) takes 43 ms
+for a batch of 4 against 3.8 ms (benchmarks/results/matmul_gradient.md).
 That one op is most of a small batch's step.
 
 Here the input's gradient is `transpose(w @ transpose(dy))`: the same
@@ -71,13 +71,16 @@ def on_cpu(device):
   """Gives the MatMul ops built inside this gradient if `device` is a CPU.
 
   GPU kernels take transposes as they come, so ops on other devices keep
-  TensorFlow's gradient; so does everything inside `default_gradient()`.
+  TensorFlow's gradient; so does everything inside `default_gradient()`,
+  and a caller's own gradient_override_map for MatMul stays in force.
   """
-  if 'CPU' not in device.upper() or getattr(_default_only, 'on', False):
+  graph = tf.get_default_graph()
+  overridden = 'MatMul' in graph._gradient_override_map  # pylint: disable=protected-access
+  if (tf.DeviceSpec.from_string(device).device_type != 'CPU' or overridden
+      or getattr(_default_only, 'on', False)):
     yield
     return
-  with tf.get_default_graph().gradient_override_map(
-      {'MatMul': GRADIENT_NAME}):
+  with graph.gradient_override_map({'MatMul': GRADIENT_NAME}):
     yield
 
 

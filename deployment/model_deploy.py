@@ -318,7 +318,6 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
             summarize_gradients=summarize_gradients, update_ops=step_ops,
             replica_mean_variables=list(_called(replica_mean_variables)
                                         or []))
-        matmul_gradient.forget(tf.get_default_graph())
         with tf.control_dependencies([step.op] + step_ops):
           train_op = tf.identity(step.total_loss, name='train_op')
         total_loss, gathered = step.total_loss, step.losses
@@ -329,6 +328,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
           clone_losses.loss_summaries(clones, gathered, total_loss))
       summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
                                     name='summary_op')
+    matmul_gradient.forget(tf.get_default_graph())
   return DeployedModel(train_op, summary_op, total_loss, clones)
 
 

@@ -108,10 +108,14 @@ def test_cpu_clones_get_the_gradient_with_the_weights_untransposed(graph):
   assert not transposed_weights
 
 
-@pytest.mark.parametrize('place', ['gpu', 'default_gradient'])
+@pytest.mark.parametrize('place', ['gpu', 'gpu_of_a_cpu_named_job',
+                                   'default_gradient'])
 def test_gpu_clones_and_default_gradient_keep_tensorflow_s(graph, place):
   if place == 'gpu':
     _lenet_clones(model_deploy.DeploymentConfig())
+  elif place == 'gpu_of_a_cpu_named_job':
+    _lenet_clones(model_deploy.DeploymentConfig(worker_job_name='cpu_pool',
+                                                num_ps_tasks=1))
   else:
     with matmul_gradient.default_gradient():
       _lenet_clones(model_deploy.DeploymentConfig(clone_on_cpu=True))
@@ -211,6 +215,21 @@ def _deployed_lenet(through):
     clones = _lenet_clones(config)
     model_deploy.optimize_clones(clones, optimizer)
   return tf.get_default_graph().get_operation_by_name('LeNet/fc3/MatMul')
+
+
+def test_deploy_without_optimizer_leaves_no_name_either(graph):
+  model_deploy.deploy(model_deploy.DeploymentConfig(clone_on_cpu=True),
+                      _lenet_model_fn)
+  fc3 = graph.get_operation_by_name('LeNet/fc3/MatMul')
+  with pytest.raises(ValueError, match='_gradient_op_type'):
+    fc3.get_attr('_gradient_op_type')
+
+
+def test_a_callers_own_matmul_gradient_stays_in_force(graph):
+  with graph.gradient_override_map({'MatMul': 'Callers_MatMul_gradient'}):
+    _lenet_clones(model_deploy.DeploymentConfig(clone_on_cpu=True))
+  fc3 = graph.get_operation_by_name('LeNet/fc3/MatMul')
+  assert fc3.get_attr('_gradient_op_type') == b'Callers_MatMul_gradient'
 
 
 @pytest.mark.parametrize('through', ['deploy', 'optimize_clones'])
