@@ -80,7 +80,8 @@ def parse_args(argv=None):
 
 
 def product_runs(batch, session_config):
-  """{variant: a function running the product once} for `batch` rows."""
+  """{variant: (its session, a function running the product once)} for
+  `batch` rows."""
   runs = {}
   rng = np.random.default_rng(0)
   for variant in VARIANTS:
@@ -97,12 +98,13 @@ def product_runs(batch, session_config):
       total = tf.reduce_sum(product)
       session = tf.Session(graph=graph, config=session_config)
       session.run(tf.global_variables_initializer())
-    runs[variant] = lambda s=session, t=total: s.run(t)
+    runs[variant] = (session, lambda s=session, t=total: s.run(t))
   return runs
 
 
 def step_runs(batch, dataset_dir, train_dir):
-  """{variant: a function running one training step} of LeNet, `batch`."""
+  """{variant: (its session, a function running one training step)} of
+  LeNet, `batch`."""
   runs = {}
   for variant in VARIANTS:
     FLAGS(['train_image_classifier.py', '--dataset_name=digits',
@@ -123,7 +125,7 @@ def step_runs(batch, dataset_dir, train_dir):
       session.run([tf.global_variables_initializer(),
                    tf.local_variables_initializer()])
     runs[variant] = (
-        lambda s=session, op=training_graph.train_op: s.run(op))
+        session, lambda s=session, op=training_graph.train_op: s.run(op))
   return runs
 
 
@@ -134,8 +136,18 @@ def timed(run, steps):
   return (time.perf_counter() - start) / steps
 
 
-def measure(args, runs):
-  """{variant: [seconds per run, one per round]}, variants interleaved."""
+def measure(args, sessions_and_runs):
+  """{variant: [seconds per run, one per round]}, variants interleaved;
+  closes the sessions afterwards."""
+  runs = {variant: run for variant, (_, run) in sessions_and_runs.items()}
+  try:
+    return _measure(args, runs)
+  finally:
+    for session, _ in sessions_and_runs.values():
+      session.close()
+
+
+def _measure(args, runs):
   for run in runs.values():
     timed(run, args.warmup)
   seconds = {variant: [] for variant in runs}
