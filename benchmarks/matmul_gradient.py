@@ -1,8 +1,8 @@
 """What the CPU clones' MatMul gradient (deployment/matmul_gradient.py)
 saves: the product alone, and LeNet's training step.
 
-Two tables, each variant measured in turn for --rounds rounds (the first
-of a round rotates), medians:
+Two tables, every variant timed in --rounds interleaved rounds
+(step_timing.time_interleaved), medians:
 
   product   x @ transpose(w) for x of [batch, 1024] and w of [3136, 1024]
             (the input's gradient in LeNet's fc3) as TensorFlow's gradient
@@ -22,11 +22,11 @@ benchmarks/results/matmul_gradient.md (--results_dir to write elsewhere).
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
-import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
@@ -41,8 +41,9 @@ import numpy as np
 
 import cluster_runs  # next to this script
 from deployment import matmul_gradient
-from other_load import OtherLoad, disturbance_note  # next to this script
+from other_load import disturbance_note  # next to this script
 import results  # next to this script
+import step_timing  # next to this script
 from tf2_compat.slim_compat import tf
 import train_image_classifier
 from training import run_config
@@ -79,88 +80,53 @@ def parse_args(argv=None):
   return args
 
 
-def product_runs(batch, session_config):
-  """{variant: (its session, a function running the product once)} for
-  `batch` rows."""
-  runs = {}
-  rng = np.random.default_rng(0)
-  for variant in VARIANTS:
-    graph = tf.Graph()
-    with graph.as_default():
-      # Variables, which grappler cannot fold away as it would constants.
-      x = tf.Variable(rng.standard_normal((batch, FC3_SHAPE[1]), np.float32))
-      w = tf.Variable(rng.standard_normal(FC3_SHAPE, np.float32))
-      if variant == VARIANTS[0]:
-        product = tf.matmul(x, w, transpose_b=True)
-      else:
-        product = matmul_gradient.times_transposed(x, w)
-      # A sum, so that the run does not copy the product out.
-      total = tf.reduce_sum(product)
-      session = tf.Session(graph=graph, config=session_config)
-      session.run(tf.global_variables_initializer())
-    runs[variant] = (session, lambda s=session, t=total: s.run(t))
-  return runs
+def product_graph(batch, variant):
+  """A build_fn for step_timing.TimedGraph: the product for `batch` rows,
+  as `variant` computes it."""
+  def build():
+    rng = np.random.default_rng(0)
+    # Variables, which grappler cannot fold away as it would constants.
+    x = tf.Variable(rng.standard_normal((batch, FC3_SHAPE[1]), np.float32))
+    w = tf.Variable(rng.standard_normal(FC3_SHAPE, np.float32))
+    if variant == VARIANTS[0]:
+      product = tf.matmul(x, w, transpose_b=True)
+    else:
+      product = matmul_gradient.times_transposed(x, w)
+    # A sum, so that the run does not copy the product out.
+    return (tf.reduce_sum(product),
+            tf.ConfigProto(intra_op_parallelism_threads=1))
+  return build
 
 
-def step_runs(batch, dataset_dir, train_dir):
-  """{variant: (its session, a function running one training step)} of
-  LeNet, `batch`."""
-  runs = {}
-  for variant in VARIANTS:
+def step_graph(batch, variant, dataset_dir, train_dir):
+  """A build_fn for step_timing.TimedGraph: the train op of LeNet, `batch`,
+  with `variant`'s MatMul gradient."""
+  def build():
     FLAGS(['train_image_classifier.py', '--dataset_name=digits',
            '--dataset_dir=%s' % dataset_dir, '--model_name=lenet',
            '--clone_on_cpu', '--batch_size=%d' % batch, '--optimizer=sgd',
            '--learning_rate=0.01', '--learning_rate_decay_type=fixed',
            '--num_readers=1', '--num_preprocessing_threads=1',
-           '--train_dir=%s' % os.path.join(train_dir, str(len(runs)))])
+           '--train_dir=%s' % train_dir])
     config = run_config.from_flags(FLAGS)
-    graph = tf.Graph()
-    with graph.as_default():
-      if variant == VARIANTS[0]:
-        with matmul_gradient.default_gradient():
-          training_graph = train_image_classifier.build_training_graph(config)
-      else:
-        training_graph = train_image_classifier.build_training_graph(config)
-      session = tf.Session()
-      session.run([tf.global_variables_initializer(),
-                   tf.local_variables_initializer()])
-    runs[variant] = (
-        session, lambda s=session, op=training_graph.train_op: s.run(op))
-  return runs
+    with (matmul_gradient.default_gradient() if variant == VARIANTS[0]
+          else contextlib.nullcontext()):
+      return train_image_classifier.build_training_graph(config).train_op, None
+  return build
 
 
-def timed(run, steps):
-  start = time.perf_counter()
-  for _ in range(steps):
-    run()
-  return (time.perf_counter() - start) / steps
-
-
-def measure(args, sessions_and_runs):
-  """{variant: [seconds per run, one per round]}, variants interleaved;
-  closes the sessions afterwards."""
-  runs = {variant: run for variant, (_, run) in sessions_and_runs.items()}
-  try:
-    return _measure(args, runs)
-  finally:
-    for session, _ in sessions_and_runs.values():
-      session.close()
-
-
-def _measure(args, runs):
-  for run in runs.values():
-    timed(run, args.warmup)
-  seconds = {variant: [] for variant in runs}
-  for round_index in range(args.rounds):
-    first = round_index % len(runs)
-    order = list(runs)[first:] + list(runs)[:first]
-    for variant in order:
-      seconds[variant].append(timed(runs[variant], args.steps))
-  return seconds
+def round_means(graph, steps):
+  """Seconds per run of a TimedGraph, one mean per round of `steps`."""
+  seconds = graph.step_seconds
+  return [statistics.mean(seconds[i:i + steps])
+          for i in range(0, len(seconds), steps)]
 
 
 def table(measured):
-  """Markdown rows: per batch, both variants' medians and their ratio."""
+  """Markdown rows: per batch, both variants' medians and their ratio.
+
+  `measured`: {batch: {variant: [seconds per run, one per round]}}.
+  """
   lines = ['| batch | %s ms | %s ms | ratio | ms per round |' % VARIANTS,
            '|---:|---:|---:|---:|---|']
   for batch, seconds in measured.items():
@@ -174,27 +140,32 @@ def table(measured):
 
 def main(argv=None):
   args = parse_args(argv)
-  session_config = tf.ConfigProto(intra_op_parallelism_threads=1)
-  products, steps = {}, {}
-  with OtherLoad() as load, \
-      cluster_runs.digits_dataset(args.dataset_dir) as dataset_dir, \
+  with cluster_runs.digits_dataset(args.dataset_dir) as dataset_dir, \
       tempfile.TemporaryDirectory() as train_dir:
-    for batch in args.batches:
-      products[batch] = measure(args, product_runs(batch, session_config))
-      steps[batch] = measure(args, step_runs(batch, dataset_dir, train_dir))
-      print('batch %d: step %.1f / %.1f ms' % (
-          batch, *(statistics.median(steps[batch][v]) * 1e3
-                   for v in VARIANTS)), flush=True)
+    timed = {
+        (kind, batch, variant): step_timing.TimedGraph(
+            product_graph(batch, variant) if kind == 'product' else
+            step_graph(batch, variant, dataset_dir, os.path.join(
+                train_dir, '%d_%d' % (batch, VARIANTS.index(variant)))),
+            warmup_steps=args.warmup)
+        for kind in ('product', 'step') for batch in args.batches
+        for variant in VARIANTS}
+    load = step_timing.time_interleaved(list(timed.values()), args.rounds,
+                                        args.steps)
+  products, steps = (
+      {batch: {variant: round_means(timed[(kind, batch, variant)],
+                                    args.steps) for variant in VARIANTS}
+       for batch in args.batches} for kind in ('product', 'step'))
   lines = (
       ['## The product x @ transpose(w), w of %d x %d' % FC3_SHAPE, ''] +
       table(products) +
       ['', '## A LeNet training step (session.run of the train op)', ''] +
       table(steps) + [
           '',
-          'Median over %d round(s) of %d runs each after %d untimed; ratio: '
-          "TensorFlow's time over the clones'; per round: TensorFlow's / "
-          "the clones'. One process, intra-op "
-          'threads %s, inter-op threads %s.' % (
+          'Median over %d round(s) of %d runs each after %d untimed, the '
+          'variants interleaved (benchmarks/step_timing.py); ratio: '
+          "TensorFlow's time over the clones'; per round: TensorFlow's / the "
+          "clones'. One process, intra-op threads %s, inter-op threads %s." % (
               args.rounds, args.steps, args.warmup,
               os.environ['TF_NUM_INTRAOP_THREADS'],
               os.environ['TF_NUM_INTEROP_THREADS']),

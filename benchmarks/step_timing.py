@@ -22,9 +22,10 @@ class TimedGraph:
   Args:
     build_fn: builds the graph in the default graph; returns
       (op to time, tf.ConfigProto or None).
+    warmup_steps: untimed steps run first.
   """
 
-  def __init__(self, build_fn):
+  def __init__(self, build_fn, warmup_steps=1):
     self.step_seconds = []
     self._graph = tf.Graph()
     with self._graph.as_default():
@@ -32,7 +33,8 @@ class TimedGraph:
       self._session = tf.Session(config=session_config)
       self._session.run([tf.global_variables_initializer(),
                          tf.local_variables_initializer()])
-      self._session.run(self._op)  # Warm-up, not timed.
+      for _ in range(warmup_steps):
+        self._session.run(self._op)
 
   @property
   def median(self):

@@ -4,8 +4,8 @@ TensorFlow's gradient of `y = x @ w` gives the layer's input the product
 `dy @ transpose(w)`, one MatMul op with transpose_b. TensorFlow 2.21's CPU
 kernel without oneDNN (the default on CPUs without AVX-512) computes that
 product about ten times slower than the same product without the
-transpose: LeNet's fully connected layer (w of 3136 x 1024) takes 43 ms
-for a batch of 4 against 3.8 ms (benchmarks/results/matmul_gradient.md).
+transpose: LeNet's fully connected layer (w of 3136 x 1024) takes 45 ms
+for a batch of 4 against 3.9 ms (benchmarks/results/matmul_gradient.md).
 That one op is most of a small batch's step.
 
 Here the input's gradient is `transpose(w @ transpose(dy))`: the same

@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 
 from absl.testing import flagsaver
 import numpy as np
@@ -185,6 +186,12 @@ def test_benchmark_table_gives_medians_and_their_ratio():
                                clones: [0.004, 0.005, 0.003]}})
   assert lines[2] == ('| 4 | 46.00 | 4.00 | 11.50x | '
                       '46.0 / 4.0; 44.0 / 5.0; 50.0 / 3.0 |')
+
+
+def test_benchmark_round_means_average_each_rounds_runs():
+  benchmark = _benchmark()
+  graph = types.SimpleNamespace(step_seconds=[0.01, 0.03, 0.02, 0.04])
+  assert benchmark.round_means(graph, 2) == pytest.approx([0.02, 0.03])
 
 
 def test_benchmark_writes_both_tables(tmp_path, digits_dir):
