@@ -30,13 +30,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import flag_values  # next to this script
 import netns  # next to this script
 from other_load import OtherLoad, disturbance_note  # next to this script
 import results  # next to this script
@@ -63,19 +63,9 @@ def parse_args(argv=None):
   parser.add_argument('--rounds', type=int, default=3)
   parser.add_argument('--results_dir', default=None)
   args = parser.parse_args(argv)
-  try:
-    args.buffers = [float(size) for size in args.buffer_mib.split(',')]
-  except ValueError:
-    parser.error('--buffer_mib: %r is not a list of numbers'
-                 % args.buffer_mib)
-  if min(args.buffers) <= 0:
-    parser.error('--buffer_mib: every size must be > 0, got %r'
-                 % args.buffer_mib)
-  args.dtypes = args.wire_dtypes.split(',')
-  unknown = set(args.dtypes) - {'float32', 'float16', 'bfloat16'}
-  if unknown:
-    parser.error('--wire_dtypes: %s unknown; use float32, float16 or '
-                 'bfloat16' % ', '.join(sorted(unknown)))
+  args.buffers = flag_values.positive_numbers(parser, '--buffer_mib',
+                                              args.buffer_mib)
+  args.dtypes = flag_values.wire_dtypes(parser, args.wire_dtypes)
   if args.steps < 2 or args.warmup < 0 or args.rounds < 1:
     parser.error('--steps must be >= 2, --warmup >= 0 and --rounds >= 1')
   return args
@@ -119,24 +109,15 @@ def run_variant(args, buffer_mib, dtype):
     addresses = ['%s:%d' % (address, PORT) for address in network.addresses]
     before = network.link_bytes()
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='2')
-    processes = [subprocess.Popen(
-        network.command(i, [
-            sys.executable, os.path.abspath(__file__), '--member',
+    try:
+      outputs = network.run_all(
+          [[sys.executable, os.path.abspath(__file__), '--member',
             json.dumps([addresses, i, int(buffer_mib * 2 ** 20), dtype,
-                        args.steps, args.warmup])]),
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i in range(2)]
-    outputs = []
-    for process in processes:
-      try:
-        out, err = process.communicate(timeout=600)
-      except subprocess.TimeoutExpired:
-        for other in processes:
-          other.kill()
-        sys.exit('%g MiB %s: no answer in 600 s' % (buffer_mib, dtype))
-      if process.returncode != 0:
-        sys.exit('%g MiB %s failed:\n%s' % (buffer_mib, dtype, err[-3000:]))
-      outputs.append(json.loads(out.strip().splitlines()[-1]))
+                        args.steps, args.warmup])] for i in range(2)],
+          env=env)
+    except RuntimeError as e:
+      sys.exit('%g MiB %s: %s' % (buffer_mib, dtype, e))
+    outputs = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     after = network.link_bytes()
   moved = [((a[0] - b[0]), (a[1] - b[1])) for a, b in zip(after, before)]
   out_bytes, in_bytes = max(moved, key=sum)

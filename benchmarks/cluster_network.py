@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import cluster_runs  # next to this script
 import cluster_throughput  # next to this script
+import flag_values  # next to this script
 import link_check  # next to this script
 import netns  # next to this script
 import netns_task  # next to this script
@@ -82,15 +83,9 @@ def parse_args(argv=None):
   parser.add_argument('--name', default=NAME,
                       help='the result file is NAME.md, its plot NAME.png')
   args = cluster_runs.parse_run_args(parser, argv, SETUPS)
-  try:
-    args.rates = sorted({int(float(rate) * 1e9)
-                         for rate in args.rates_gbit.split(',')})
-  except ValueError:
-    parser.error('--rates_gbit: %r is not a list of numbers' %
-                 args.rates_gbit)
-  if not args.rates or min(args.rates) <= 0:
-    parser.error('--rates_gbit: every rate must be > 0, got %r' %
-                 args.rates_gbit)
+  rates = flag_values.positive_numbers(parser, '--rates_gbit',
+                                      args.rates_gbit)
+  args.rates = sorted({int(rate * 1e9) for rate in rates})
   return args
 
 

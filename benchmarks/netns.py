@@ -26,6 +26,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 
 SUBNET = '10.99.0.%d'
@@ -95,6 +96,29 @@ def _wait_until_in(process, namespace, timeout=10.0):
       raise RuntimeError('ip netns exec %s did not start (exit status %s)'
                          % (namespace, process.poll()))
     time.sleep(0.01)
+
+
+def _read(file):
+  file.seek(0)
+  return file.read()
+
+
+def _wait_for_all(processes, errs, timeout):
+  """Waits until every process has exited with status 0; raises
+  RuntimeError at the first that fails, or after `timeout` seconds."""
+  deadline = time.monotonic() + timeout
+  while True:
+    for i, process in enumerate(processes):
+      if process.poll() not in (None, 0):
+        raise RuntimeError('host %d failed (exit status %d):\n%s' % (
+            i, process.returncode, _read(errs[i])[-3000:]))
+    if all(process.returncode == 0 for process in processes):
+      return
+    if time.monotonic() > deadline:
+      raise RuntimeError('hosts %s: no answer in %g s' % (
+          ', '.join(str(i) for i, p in enumerate(processes)
+                    if p.returncode is None), timeout))
+    time.sleep(0.05)
 
 
 def _run(argv, check=True):
@@ -220,6 +244,32 @@ class Network:
   def command(self, host_index, argv):
     """`argv` run in host `host_index`'s namespace (an argv list)."""
     return ['ip', 'netns', 'exec', self.hosts[host_index]] + list(argv)
+
+  def run_all(self, argvs, env=None, timeout=600):
+    """Runs argvs[i] in host i, all at once, and returns their stdouts.
+
+    Raises:
+      RuntimeError: naming the host and the end of its stderr, as soon as a
+        command exits with an error, or when they have not all finished
+        after `timeout` seconds; the commands still running are killed
+        first (a peer of a failed task would otherwise wait for it).
+    """
+    with contextlib.ExitStack() as files:
+      outs = [files.enter_context(tempfile.TemporaryFile('w+'))
+              for _ in argvs]
+      errs = [files.enter_context(tempfile.TemporaryFile('w+'))
+              for _ in argvs]
+      processes = [subprocess.Popen(self.command(i, argv), env=env,
+                                    stdout=outs[i], stderr=errs[i])
+                   for i, argv in enumerate(argvs)]
+      try:
+        _wait_for_all(processes, errs, timeout)
+      finally:
+        for process in processes:
+          if process.poll() is None:
+            process.kill()
+            process.wait()
+      return [_read(out) for out in outs]
 
   def link_bytes(self):
     """[(bytes sent, bytes received)] of each host's link so far.

@@ -10,7 +10,6 @@ made is gone afterwards: on success, on an error, on SIGTERM and Ctrl-C.
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -123,6 +122,60 @@ def test_an_error_inside_the_network_still_removes_it(nothing_left):
       anchor = net._anchor.pid  # pylint: disable=protected-access
       _ = 1 / 0
   assert not os.path.exists('/proc/%d' % anchor)
+
+
+def test_run_all_runs_each_command_in_its_host(nothing_left):
+  with netns.Network(2, 100 * MBIT, prefix=nothing_left + 'run') as network:
+    outputs = network.run_all(
+        [['ip', '-4', '-o', 'addr', 'show', 'eth0']] * 2)
+  assert [re.search(r'inet (\S+)/', out).group(1) for out in outputs] == [
+      '10.99.0.1', '10.99.0.2']
+
+
+def test_run_all_stops_at_the_first_failure_and_kills_the_rest(
+    nothing_left):
+  with netns.Network(2, 100 * MBIT, prefix=nothing_left + 'fail') as network:
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as raised:
+      network.run_all([['sleep', '60'], [
+          sys.executable, '-c', 'import sys; sys.exit("no model here")']])
+    assert time.monotonic() - started < 20
+    assert _processes_in_namespaces(nothing_left + 'fail') == {
+        nothing_left + 'fail-h0': [], nothing_left + 'fail-h1': [],
+        nothing_left + 'fail-sw': [network._anchor.pid]}  # pylint: disable=protected-access
+  assert str(raised.value).startswith('host 1 failed (exit status 1):')
+  assert 'no model here' in str(raised.value)
+
+
+def test_run_all_gives_up_after_its_timeout(nothing_left):
+  with netns.Network(1, 100 * MBIT, prefix=nothing_left + 'late') as network:
+    with pytest.raises(RuntimeError, match=r'^hosts 0: no answer in 1 s$'):
+      network.run_all([['sleep', '60']], timeout=1)
+
+
+def test_the_step_trace_splits_an_all_reduce_step_at_1_gbit(tmp_path):
+  links = _root_links()
+  benchmark = subprocess.Popen(
+      [sys.executable, os.path.join(REPO, 'benchmarks',
+                                    'cluster_step_trace.py'),
+       '--rates_gbit=1', '--wire_dtypes=float32', '--batch_size=8',
+       '--steps=15', '--traced_steps=2', '--results_dir=%s' % tmp_path],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+  _, err = benchmark.communicate(timeout=600)
+  assert benchmark.returncode == 0, err[-3000:]
+  with open(tmp_path / 'cluster_step_trace.md') as result:
+    text = result.read()
+  (row,) = _rows(text, '1 Gbit/s | float32')
+  step, before, receiving = float(row[2]), float(row[4]), row[6]
+  assert 0 < before < step
+  assert float(receiving.split()[0]) > 0
+  # 12.5 MiB each way per step, headers on top: at 1 Gbit/s, 0.105 s.
+  out_mib, in_mib = (float(x) for x in row[9].split(' / '))
+  assert 12.25 <= out_mib <= 13.5 and 12.25 <= in_mib <= 13.5
+  assert 0.100 <= float(row[10]) <= 0.115
+  assert '- 1 Gbit/s, float32 on the wire: a step of %s s' % row[2] in text
+  assert netns.made_namespaces('slimnet-%d-' % benchmark.pid) == []
+  assert _root_links() == links
 
 
 # Makes a network with the default names, prints its prefix, then waits.
