@@ -233,7 +233,8 @@ def build_training_graph(config):
                                              learning_rate)],
       sync_batch_norm=config.sync_batch_norm, precision=config.precision,
       update=config.update,
-      replica_mean_variables=lambda: tf.get_collection(quantize.RANGES))
+      replica_mean_variables=functools.partial(replica_statistics,
+                                               config.sync_batch_norm))
   model_size.check(
       tf.global_variables(), '--train_image_size=%d' % config.inputs.image_size,
       config.model.model_name, config.model.network_fn.default_image_size,
@@ -243,6 +244,25 @@ def build_training_graph(config):
                        model.summary_op,
                        fine_tune.restoring_init_fn(config.fine_tune),
                        sync_optimizer, batches)
+
+
+def replica_statistics(sync_batch_norm):
+  """The variables all-reduce replicas set from their own batches, not
+  from the gradient, for deploy()'s replica_mean_variables: the
+  quantization ranges and, unless sync batch norm already pools the
+  batches, every other model variable that is not trained (batch norm's
+  moving mean and variance). deploy() averages them over the replicas
+  after every step, so the chief's checkpoint holds statistics of every
+  replica's batches, as Keras's batch normalization averages its moving
+  statistics over the replicas when they are read.
+
+  Call it once the model is built.
+  """
+  chosen = tf.get_collection(quantize.RANGES)
+  if not sync_batch_norm:
+    known = {v.name for v in chosen + tf.trainable_variables()}
+    chosen += [v for v in tf.model_variables() if v.name not in known]
+  return chosen
 
 
 def input_batches(config):

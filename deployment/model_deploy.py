@@ -255,8 +255,10 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       `BroadcastVariablesHook`.
     replica_mean_variables: variables each replica sets from its own
       batches by the first clone's update ops, not by the gradient, such
-      as the quantization ranges of nets/quantize.py (a list, or a
-      function returning one: `lambda: tf.get_collection(quantize.RANGES)`).
+      as batch norm's moving statistics or the quantization ranges of
+      nets/quantize.py (a list, or a function returning one:
+      `lambda: tf.get_collection(quantize.RANGES)`;
+      train_image_classifier.replica_statistics gathers both).
       With all-reduce replicas they are averaged over the replicas after
       every step (see update.train_step), so that the replicas keep the
       same values; otherwise they are left as they are.

@@ -12,11 +12,12 @@ from deployment import collectives
 from deployment import model_deploy
 from deployment import update
 from nets import quantize
-from tf2_compat.slim_compat import slim, tf
+from tf2_compat.slim_compat import tf
 import train_image_classifier
 from training import run_config
 from tests import test_sync_batch_norm
 from tests.test_all_reduce import Cluster
+from tests.test_replica_statistics import conv_bn_logits
 from tests.test_run_config import NO_ENV
 from tests.test_run_config import digits
 
@@ -34,16 +35,7 @@ _BUILDING = threading.Lock()
 def _model_fn(images, labels):
   def model_fn():
     with _BUILDING, quantize.quantization_aware(is_training=True):
-      net = slim.conv2d(
-          tf.constant(images), 4, [3, 3], normalizer_fn=slim.batch_norm,
-          normalizer_params={'is_training': True, 'scale': True},
-          weights_initializer=tf.truncated_normal_initializer(seed=1),
-          scope='conv')
-      logits = slim.fully_connected(
-          slim.flatten(net), 3, activation_fn=None,
-          weights_initializer=tf.truncated_normal_initializer(seed=2),
-          scope='logits')
-    tf.losses.sparse_softmax_cross_entropy(tf.constant(labels), logits)
+      conv_bn_logits(images, labels, scale=True)
   return model_fn
 
 
