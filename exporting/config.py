@@ -113,7 +113,8 @@ def _check_outputs(f, problems):
 def _check_clips_and_end_point(f, problems):
   """--num_frames goes with --is_video_model; the SavedModel (which
   decodes images and returns classes) takes neither clips nor an end
-  point, and TFLite takes no clips."""
+  point, and neither quantization-aware networks nor TFLite take
+  clips."""
   if f.is_video_model:
     problems.check(f.num_frames is not None,
                    '--is_video_model needs --num_frames: the frames of each '
@@ -129,6 +130,11 @@ def _check_clips_and_end_point(f, problems):
         not (given and f.saved_model_dir),
         '--saved_model_dir with %s: the SavedModel decodes images and '
         'returns classes; export with --output_file instead' % flag)
+  problems.check(
+      not (f.is_video_model and f.quantize),
+      '--quantize with --is_video_model: quantization-aware networks '
+      'quantize 2-D layers, and the video networks\' 3-D convolutions are '
+      'not; export the float network (drop --quantize)')
   problems.check(
       not (f.is_video_model and f.tflite_file),
       '--tflite_file with --is_video_model: TFLite\'s builtin ops have no '

@@ -111,6 +111,7 @@ class _Mode:
   def __init__(self, is_training, quant_delay):
     self.is_training = is_training
     self.quant_delay = quant_delay if is_training else 0
+    self.layers = 0  # built quantization-aware so far
 
   def switched(self, quantized, unquantized):
     """`quantized` from the delay on, `unquantized` before it."""
@@ -226,6 +227,7 @@ def _foldable(kind, original, kwargs):
 
 def _build_layer(mode, original, args, kwargs):
   """The quantization-aware version of one call of a slim layer."""
+  mode.layers += 1
   kwargs = _scoped_kwargs(original, args, kwargs)
   activation_fn = kwargs.pop('activation_fn', None)
   outputs_collections = kwargs.pop('outputs_collections', None)
@@ -327,18 +329,23 @@ def quantization_aware(is_training, quant_delay=0):
     quant_delay: in training, the global step from which the layers
       fake-quantize (0: from the start).
 
+  Yields:
+    An object whose `layers` counts the layers built quantization-aware
+    so far.
+
   Raises:
     ValueError: quant_delay below 0; entered while already entered.
   """
   if quant_delay < 0:
     raise ValueError('quant_delay must be >= 0, got %d' % quant_delay)
-  targets = _targets(_Mode(is_training, quant_delay))
+  mode = _Mode(is_training, quant_delay)
+  targets = _targets(mode)
   if patching.installed(targets[:1]):
     raise ValueError('quantization_aware() is entered already; nest no '
                      'second one')
   patching.install(targets)
   try:
-    yield
+    yield mode
   finally:
     patching.uninstall(targets)
 
@@ -351,6 +358,14 @@ def quantized_network_fn(network_fn, is_training, quant_delay=0):
   def quantized(*args, **kwargs):
     if is_training:  # Read by the layers; not to be made in their scopes.
       tf.train.get_or_create_global_step()
-    with quantization_aware(is_training, quant_delay):
-      return network_fn(*args, **kwargs)
+    with quantization_aware(is_training, quant_delay) as mode:
+      built = network_fn(*args, **kwargs)
+    if not mode.layers:
+      raise ValueError(
+          '%s has no layer to fake-quantize: quantization-aware networks '
+          'quantize slim.conv2d, slim.separable_conv2d and '
+          'slim.fully_connected layers (3-D convolutions, as in the video '
+          'networks, are not), so it would stay float' % getattr(
+              network_fn, '__name__', network_fn))
+    return built
   return quantized

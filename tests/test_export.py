@@ -19,6 +19,7 @@ from exporting import model as model_lib
 from exporting import split_images
 from exporting import tflite_contents
 from nets import nets_factory
+from nets import quantize
 from tf2_compat.slim_compat import tf
 from training import inputs as inputs_lib
 from training import lookup
@@ -277,13 +278,23 @@ def test_graph_without_checkpoint_is_text_unfrozen_and_refused_by_eval(
                          r'--checkpoint_path')
 
 
-def _untrained_checkpoint(directory, model_name, input_shape):
+def _untrained_checkpoint(directory, model_name, input_shape,
+                          quantized=False):
   """The prefix of `model_name` for digits' 10 classes, saved untrained,
-  and a function giving its end points' values {name: array} on inputs."""
+  and a function giving its end points' values {name: array} on inputs
+  and their {name: (tensor name, shape)}. `quantized`: the network
+  quantization-aware (nets/quantize.py), as --quantize evaluates it."""
   prefix = os.path.join(directory, '%s.ckpt' % model_name)
+
+  def network_fn():
+    network = nets_factory.get_network_fn(model_name, 10, is_training=False)
+    if quantized:
+      tf.train.get_or_create_global_step()
+      network = quantize.quantized_network_fn(network, False, 0)
+    return network
+
   with tf.Graph().as_default():
-    nets_factory.get_network_fn(model_name, 10, is_training=False)(
-        tf.zeros([1] + input_shape))
+    network_fn()(tf.zeros([1] + input_shape))
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
       tf.train.Saver().save(session, prefix)
@@ -291,8 +302,7 @@ def _untrained_checkpoint(directory, model_name, input_shape):
   def end_points_of(inputs):
     with tf.Graph().as_default():
       placeholder = tf.placeholder(tf.float32, [None] + input_shape)
-      _, end_points = nets_factory.get_network_fn(
-          model_name, 10, is_training=False)(placeholder)
+      _, end_points = network_fn()(placeholder)
       with tf.Session() as session:
         tf.train.Saver().restore(session, prefix)
         return session.run(end_points, {placeholder: inputs}), {
@@ -351,3 +361,29 @@ def test_a_final_endpoint_export_ends_at_that_end_point(tmp_path):
   assert list(interpreter.get_output_details()[0]['shape']) == [1, 7, 7, 64]
   np.testing.assert_allclose(artifacts.load(tflite).predict(images),
                              values['pool2'], rtol=1e-4, atol=1e-5)
+
+
+def test_a_quantized_export_ends_at_its_final_endpoint(tmp_path):
+  prefix, end_points_of = _untrained_checkpoint(str(tmp_path), 'lenet',
+                                                [28, 28, 1], quantized=True)
+  frozen = str(tmp_path / 'pool2.pb')
+  output = _export('--final_endpoint=pool2', '--quantize',
+                   '--checkpoint_path=%s' % prefix, '--output_file=%s' % frozen)
+  assert 'output: LeNet/pool2/MaxPool:0 float32 [None, 7, 7, 64]' in output
+  nodes = graph_lib.read_graph_def(frozen).node
+  # Both convolutions' weights and activations, and no layer after pool2.
+  assert sum(node.op == 'FakeQuantWithMinMaxVars' for node in nodes) == 4
+  assert [node.name for node in nodes if node.op == 'MatMul'] == []
+  images = np.random.RandomState(2).uniform(
+      -1, 1, [2, 28, 28, 1]).astype(np.float32)
+  values, _ = end_points_of(images)
+  np.testing.assert_allclose(artifacts.load(frozen).predict(images),
+                             values['pool2'], rtol=1e-5, atol=1e-6)
+  # The quantized layers differ from the float ones: pool2 is on the grid
+  # of conv2's activation range.
+  with tf.Graph().as_default():
+    float_pool2 = nets_factory.get_network_fn('lenet', 10)(
+        tf.constant(images))[1]['pool2']
+    with tf.Session() as session:
+      tf.train.Saver().restore(session, prefix)
+      assert np.abs(session.run(float_pool2) - values['pool2']).max() > 1e-4

@@ -81,6 +81,11 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
      r'decodes images and returns classes; export with --output_file '
      r'instead'),
     (dict(model_name='i3d', is_video_model=True, num_frames=4,
+          quantize=True, output_file='OUT/i3d.pb'),
+     r'--quantize with --is_video_model: quantization-aware networks '
+     r"quantize 2-D layers, and the video networks' 3-D convolutions are "
+     r'not; export the float network \(drop --quantize\)'),
+    (dict(model_name='i3d', is_video_model=True, num_frames=4,
           checkpoint_path='CKPT', tflite_file='OUT/i3d.tflite'),
      r"--tflite_file with --is_video_model: TFLite's builtin ops have no "
      r"3-D pooling \(MaxPool3D, AvgPool3D\); export the clips' graph with "

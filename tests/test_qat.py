@@ -272,6 +272,20 @@ def test_two_clones_share_one_set_of_ranges_on_the_variables_device(
   assert updated == {v.op.name for v in ranges}
 
 
+@pytest.mark.parametrize('model_name', ['i3d', 's3dg'])
+def test_a_network_without_a_2d_layer_is_refused_not_left_float(model_name):
+  with tf.Graph().as_default():
+    network_fn = quantize.quantized_network_fn(
+        nets_factory.get_network_fn(model_name, 10), False)
+    with pytest.raises(ValueError, match=r'^%s has no layer to fake-quantize: '
+                       r'quantization-aware networks quantize slim.conv2d, '
+                       r'slim.separable_conv2d and slim.fully_connected '
+                       r'layers \(3-D convolutions, as in the video '
+                       r'networks, are not\), so it would stay float$'
+                       % model_name):
+      network_fn(tf.zeros([1, 4, 32, 32, 3]))
+
+
 def test_a_float_checkpoint_fine_tunes_quantization_aware(tmp_path):
   prefix = str(tmp_path / 'float.ckpt')
   with tf.Graph().as_default():
