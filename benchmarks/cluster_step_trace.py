@@ -255,6 +255,9 @@ def summary(workers, rate_gbit, cores):
   link = max(mib) * 2 ** 20 * 8 / (rate_gbit * 1e9)
   return dict(
       median,
+      waiting_each=[statistics.median(steps['waiting']
+                                      for steps in w['phases'])
+                    for w in workers],
       untraced=statistics.median(s for w in workers for s in w['seconds']),
       cpu=statistics.median(w['cpu_seconds'] for w in workers),
       link=link, mib=mib,
@@ -267,20 +270,21 @@ def table(rows):
   summary() dicts."""
   lines = [
       '| link | wire | s per step | traced step s | before the all-reduce s '
-      '| waiting s | receiving s (busy) | backward overlapped s | after s | '
-      'busiest link MiB out / in | both ways at the rate s | receiving / '
-      'link | CPU s per step per process |',
+      '| waiting s (each worker) | receiving s (busy) | backward '
+      'overlapped s | after s | busiest link MiB out / in | both ways at the '
+      'rate s | receiving / link | CPU s per step per process |',
       '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ]
   for (rate_gbit, dtype), row in rows.items():
     lines.append(
-        '| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f (%.3f) | %.3f | %.3f | '
-        '%.1f / %.1f | %.3f | %.2fx | %.3f |' % (
+        '| %s | %s | %.3f | %.3f | %.3f | %.3f (%s) | %.3f (%.3f) | %.3f | '
+        '%.3f | %.1f / %.1f | %.3f | %.2fx | %.3f |' % (
             netns.rate_label(rate_gbit * 1e9), dtype, row['untraced'],
-            row['step'], row['before'], row['waiting'], row['receiving'],
-            row['busy'], row['overlapped'], row['after'], row['mib'][0],
-            row['mib'][1], row['link'], row['receiving'] / row['link'],
-            row['cpu']))
+            row['step'], row['before'], row['waiting'],
+            ' / '.join('%.3f' % w for w in row['waiting_each']),
+            row['receiving'], row['busy'], row['overlapped'], row['after'],
+            row['mib'][0], row['mib'][1], row['link'],
+            row['receiving'] / row['link'], row['cpu']))
   return lines
 
 

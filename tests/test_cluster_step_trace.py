@@ -85,14 +85,15 @@ def test_step_stats_nodes_are_sorted_by_kind():
       Op('collective', 15, 55), Op('transfer', 20, 50)]
 
 
-def _worker(seconds, cpu, mib, before, after):
+def _worker(seconds, cpu, mib, before, after, waiting=0.1):
   phases = dict.fromkeys(trace.PHASES, 0.1)
-  phases.update(before=before, after=after)
+  phases.update(before=before, after=after, waiting=waiting)
   return dict(seconds=seconds, cpu_seconds=cpu, mib=mib,
               phases=[phases, phases])
 
 
-WORKERS = [_worker([0.25, 0.26, 0.27], 0.20, [12.5, 12.5], 0.05, 0.01),
+WORKERS = [_worker([0.25, 0.26, 0.27], 0.20, [12.5, 12.5], 0.05, 0.01,
+                   waiting=0.004),
            _worker([0.26, 0.28], 0.22, [12.5, 12.6], 0.07, 0.01)]
 
 
@@ -104,6 +105,8 @@ def test_summary_takes_the_busiest_link_and_sets_both_floors():
   assert row['untraced'] == 0.26
   assert row['cpu'] == pytest.approx(0.21)
   assert row['before'] == pytest.approx(0.06)
+  assert row['waiting'] == pytest.approx(0.052)
+  assert row['waiting_each'] == [0.004, 0.1]
   assert row['link_floor'] == pytest.approx(0.06 + link + 0.01)
   assert row['cpu_floor'] == pytest.approx(0.21)
   assert trace.floor(row) == pytest.approx(0.21)
@@ -115,7 +118,8 @@ def test_tables_show_the_phases_the_floors_and_the_compression_ratio():
               link_floor=0.14, cpu_floor=0.15)
   rows = {(1.0, 'float32'): full, (1.0, 'float16'): half}
   cells = table_rows(trace.table(rows), 'link')
-  assert cells[0][:5] == ['1 Gbit/s', 'float32', '0.260', '0.100', '0.060']
+  assert cells[0][:6] == ['1 Gbit/s', 'float32', '0.260', '0.100', '0.060',
+                          '0.052 (0.004 / 0.100)']
   assert cells[0][9:] == ['12.5 / 12.6', '0.106', '0.95x', '0.210']
   assert cells[1][1] == 'float16'
   floors = trace.floor_lines(rows, cores=2)
