@@ -22,8 +22,9 @@ FULL_TRACE). Each traced step of each worker is cut into:
   backward overlapped    compute ops that ran while receiving.
 
 Each host's eth0 counters, read around the timed steps, give the bytes the
-busiest link carried per step, and so the time they take at the rate both ways at once. The shortest step this
-compute allows follows from the measurements, whatever the transport:
+busiest link carried per step, and so the time they take at the rate both
+ways at once. The shortest step this compute allows follows from the
+measurements, whatever the transport:
 
   the link: before + the link's time + after, a transport at the rate;
   the CPU: both processes' CPU per step over the machine's cores.
