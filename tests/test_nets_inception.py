@@ -183,13 +183,16 @@ def test_two_cpu_clones_train_in_float16_with_accumulation(
     # The gradient accumulators are local variables.
     sess.run([tf.global_variables_initializer(),
               tf.local_variables_initializer()])
-    loss_before = sess.run(model.total_loss)
+    # The same fetches before and after: the session prepares this large
+    # graph's forward pass once.
+    fetches = [model.total_loss, global_step, moving_mean]
+    loss_before, step_before, _ = sess.run(fetches)
     # Two micro-steps: one update, of finite gradients at this scale.
     for _ in range(2):
       sess.run(model.train_op)
-    loss_after, step, mean = sess.run(
-        [model.total_loss, global_step, moving_mean])
+    loss_after, step, mean = sess.run(fetches)
   assert np.isfinite(loss_before)
+  assert step_before == 0
   assert step == 1
   assert np.all(np.isfinite(mean)) and np.any(mean != 0)
   assert loss_after < loss_before
