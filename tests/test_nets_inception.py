@@ -149,8 +149,9 @@ def _trainable_at_image_size(name):
   return count - (5 * 5 - 1) * 128 * 768
 
 
-# Sync batch norm's graph building (about 0.75 s a layer) would add
-# minutes to Inception-ResNet v2's 200 layers: Inception v4 trains with it.
+# Sync batch norm adds graph building to every batch norm (its moments
+# all-reduced, and their gradients): Inception v4 trains with it, not
+# Inception-ResNet v2 and its 200 layers as well.
 @pytest.mark.slow
 @pytest.mark.parametrize('name, sync_batch_norm', [
     ('inception_v4', True), ('inception_resnet_v2', False)])
