@@ -157,7 +157,7 @@ def _normalize(x, scale, offset, mean, variance, epsilon):
       # The kernel's registered gradient (tf's _BaseFusedBatchNormGrad, in
       # inference mode, channels last), written out: tf.gradients would
       # first walk every op downstream of x, the rest of the network, again
-      # for each batch norm (minutes of building for Inception v4).
+      # for each batch norm (a minute of Inception v4's building).
       kernel = y.op
       dx, dscale, doffset, _, _ = tf.raw_ops.FusedBatchNormGradV3(
           y_backprop=dy, x=x, scale=scale, reserve_space_1=kernel.inputs[3],

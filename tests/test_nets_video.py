@@ -139,8 +139,8 @@ Trained = collections.namedtuple('Trained', ['graph', 'losses', 'steps'])
 
 def _train(name, runs):
   """Deploys `name` on two CPU clones; every clone sees the same 4 clips of
-  4 frames of 16x16 (the 3-D convolutions' gradients take most of the time
-  on CPU, in proportion to the pixels). Returns the loss before the first
+  4 frames of 16x16 (the 3-D convolutions, forward and back, take most of
+  the time on CPU, in proportion to the voxels). Returns the loss before the first
   run and after each, and the global step after each."""
   config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
   with tf.Graph().as_default() as graph:
