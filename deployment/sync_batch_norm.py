@@ -154,7 +154,17 @@ def _normalize(x, scale, offset, mean, variance, epsilon):
                                      epsilon=epsilon, is_training=False)
 
     def gradient(dy):
-      dx, dscale, doffset = tf.gradients(y, [x, scale, offset], grad_ys=dy)
+      # The kernel's registered gradient (tf's _BaseFusedBatchNormGrad, in
+      # inference mode, channels last), written out: tf.gradients would
+      # first walk every op downstream of x, the rest of the network, again
+      # for each batch norm (a minute of Inception v4's building).
+      kernel = y.op
+      dx, dscale, doffset, _, _ = tf.raw_ops.FusedBatchNormGradV3(
+          y_backprop=dy, x=x, scale=scale, reserve_space_1=kernel.inputs[3],
+          reserve_space_2=kernel.inputs[4],
+          reserve_space_3=kernel.outputs[5],
+          epsilon=kernel.get_attr('epsilon'), data_format='NHWC',
+          is_training=False)
       inv = tf.math.rsqrt(variance + epsilon)
       return (dx, dscale, doffset, -scale * inv * doffset,
               -0.5 * scale * tf.square(inv) * dscale)
