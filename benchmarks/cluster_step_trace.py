@@ -19,15 +19,19 @@ FULL_TRACE). Each traced step of each worker is cut into:
                          one RecvBuf was under way.
   after                  from the last RecvBuf's end to the step's last op:
                          the unpacking and the update.
-  backward overlapped    compute ops that ran while receiving.
+  backward overlapped    compute ops (the backward pass, and the casts and
+                         unpacking of buffers already in) that ran while
+                         receiving.
 
 Each host's eth0 counters, read around the timed steps, give the bytes the
 busiest link carried per step, and so the time they take at the rate both
 ways at once. The shortest step this compute allows follows from the
-measurements, whatever the transport:
+measurements:
 
-  the link: before + the link's time + after, a transport at the rate;
-  the CPU: both processes' CPU per step over the machine's cores.
+  the link: before + the link's time + after, with any transport at the
+            rate;
+  the CPU:  both processes' CPU per step over the machine's cores, with
+            TensorFlow's transport, whose CPU it includes.
 
 Setups: float32 and (--wire_dtypes) float16 on the wire
 (--gradient_compression=fp16); rates from --rates_gbit. The table goes to
@@ -116,6 +120,12 @@ def phases(ops):
   The phases are those of the module docstring, plus 'step': from the
   first op's start to the last op's end.
   """
+  kinds = {op.kind for op in ops}
+  if not {'collective', 'transfer'} <= kinds:
+    raise ValueError(
+        'a traced step needs collectives and RecvBufs (the pulls of the '
+        'peer\'s bytes); this one has only %s ops' % (
+            ', '.join(sorted(kinds)) or 'no'))
   start = min(op.start for op in ops)
   end = max(op.end for op in ops)
   launch = min(op.start for op in ops if op.kind == 'collective')
@@ -290,7 +300,8 @@ def table(rows):
 
 
 def floor(row):
-  """The shortest step a setup's compute allows: the larger floor."""
+  """The shortest step a setup's compute allows with TensorFlow's
+  transport: the larger floor."""
   return max(row['link_floor'], row['cpu_floor'])
 
 
@@ -300,33 +311,36 @@ def floor_lines(rows, cores):
   for (rate_gbit, dtype), row in rows.items():
     lines.append(
         '- %s, %s on the wire: a step of %.3f s, %.2fx the %.3f s its '
-        'busiest link needs both ways at once. With a transport at the '
-        'rate, %.3f s before the all-reduce and %.3f s after it leave '
-        '%.3f s (%.2fx); the two processes\' CPU per step over %d cores, '
-        '%.3f s (%.2fx). No transport makes the step shorter than %.2fx the '
-        'link on this machine.' % (
+        'busiest link needs both ways at once. With any transport at the '
+        'rate, the %.3f s before the all-reduce and the %.3f s after it '
+        'leave at least %.3f s (%.2fx). With TensorFlow\'s, the two '
+        'processes\' CPU per step over %d cores, its own included (%.3f s), '
+        'bounds it too: at least %.3f s (%.2fx).' % (
             netns.rate_label(rate_gbit * 1e9), dtype, row['untraced'],
             row['untraced'] / row['link'], row['link'], row['before'],
             row['after'], row['link_floor'], row['link_floor'] / row['link'],
-            cores, row['cpu_floor'], row['cpu_floor'] / row['link'],
-            floor(row) / row['link']))
+            cores, row['cpu_floor'], floor(row), floor(row) / row['link']))
   return lines
 
 
 def compression_lines(rows):
   """Per rate with float32 and a 16-bit wire: how much faster the 16-bit
-  steps are, and how much faster they could be were both at their floor."""
+  steps are, and how much faster they could be were both at their floors."""
   lines = []
   for (rate_gbit, dtype), row in rows.items():
     full = rows.get((rate_gbit, 'float32'))
     if dtype == 'float32' or full is None:
       continue
     lines.append(
-        '- %s: %s steps are %.2fx as fast as float32 ones; at their floors, '
-        '%.3f s against %.3f s, they would be %.2fx as fast.' % (
+        '- %s: %s steps are %.2fx as fast as float32 ones. With both at '
+        'their floors they would be %.2fx as fast with any transport at the '
+        'rate (%.3f s against %.3f s), %.2fx with TensorFlow\'s (%.3f s '
+        'against %.3f s).' % (
             netns.rate_label(rate_gbit * 1e9), dtype,
-            full['untraced'] / row['untraced'], floor(row), floor(full),
-            floor(full) / floor(row)))
+            full['untraced'] / row['untraced'],
+            full['link_floor'] / row['link_floor'], row['link_floor'],
+            full['link_floor'], floor(full) / floor(row), floor(row),
+            floor(full)))
   return lines
 
 
@@ -334,7 +348,7 @@ def main(argv=None):
   args = parse_args(argv)
   for name in netns.remove_left_behind():
     print('removed network namespace %s, left by a killed run' % name)
-  cores = os.cpu_count()
+  cores = len(os.sched_getaffinity(0))
   rows = {}
   with netns.removed_on_signals(), OtherLoad() as load:
     for rate in args.rates:

@@ -259,10 +259,12 @@ class Network:
               for _ in argvs]
       errs = [files.enter_context(tempfile.TemporaryFile('w+'))
               for _ in argvs]
-      processes = [subprocess.Popen(self.command(i, argv), env=env,
-                                    stdout=outs[i], stderr=errs[i])
-                   for i, argv in enumerate(argvs)]
+      processes = []
       try:
+        for i, argv in enumerate(argvs):
+          processes.append(subprocess.Popen(
+              self.command(i, argv), env=env, stdout=outs[i],
+              stderr=errs[i]))
         _wait_for_all(processes, errs, timeout)
       finally:
         for process in processes:

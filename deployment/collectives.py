@@ -292,12 +292,18 @@ def broadcast(tensors, group, member, name, is_source,
 
 
 def average_every(step_op, variables, global_step, every, group, member,
-                  buffer_bytes=DEFAULT_BUFFER_BYTES, wire_dtype=None):
+                  buffer_bytes=DEFAULT_BUFFER_BYTES, wire_dtype=None,
+                  exact_variables=()):
   """After `step_op`, on every `every`-th global step, `variables` averaged
   over the members of `group` (periodic parameter averaging).
 
   The members take the averaging branch together: their global steps are
   equal. Read after `step_op`, the global step is the one it advanced.
+
+  Args:
+    exact_variables: averaged in the same branch, always in their own
+      dtype, even with a `wire_dtype` (statistics such as a moving
+      variance, whose range a 16-bit float may not hold).
 
   Returns:
     The op that runs `step_op` and, when due, the averaging.
@@ -307,8 +313,15 @@ def average_every(step_op, variables, global_step, every, group, member,
                                     tf.cast(every, global_step.dtype)), 0)
 
   def average():
-    return assign_means(variables, group, member, 'replica_average',
-                        buffer_bytes, wire_dtype)
+    if wire_dtype is None:
+      return assign_means(list(variables) + list(exact_variables), group,
+                          member, 'replica_average', buffer_bytes)
+    averaged = [assign_means(variables, group, member, 'replica_average',
+                             buffer_bytes, wire_dtype)]
+    if exact_variables:
+      averaged.append(assign_means(exact_variables, group, member,
+                                   'replica_average_exact', buffer_bytes))
+    return tf.group(*averaged)
 
   return tf.cond(due, average, tf.no_op, name='average_replicas')
 

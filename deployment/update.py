@@ -67,7 +67,8 @@ class UpdateOptions:
       averaging the gradients. None: average the gradients every step.
     gradient_compression: 'none', 'fp16' or 'bf16', for all-reduce
       replicas only: what crosses the network in the all-reduce of the
-      gradients (and of replica averaging's variables). 'fp16' and 'bf16'
+      gradients (and of replica averaging's trained variables; the
+      replica-mean variables always travel uncompressed). 'fp16' and 'bf16'
       send float32 values as 16-bit ones, halving the bytes, summed in 16
       bits and applied in 32 (see collectives.all_reduce_mean); values
       already 16-bit are sent as they are.
@@ -162,13 +163,15 @@ def train_step(config, clones, optimizer, global_step, update,
        moving averages of the updated weights.
     7. replica averaging: every k-th global step, after the apply whose
        global step it reads, the variables averaged over the replicas
-       (with the replica-mean variables, once the update ops set them).
+       (with the replica-mean variables, once the update ops set them,
+       never compressed).
     8. the replica-mean variables (all-reduce replicas without replica
        averaging): once the update ops set them from this replica's batch,
        their mean over the replicas, every run, in one collective of their
        own, uncompressed: every replica then holds the same values. For a
-       moving average of the batches' statistics (the quantization ranges)
-       that is the moving average of the replicas' mean statistic.
+       moving average of the batches' statistics (batch norm's, the
+       quantization ranges) that is the moving average of the replicas'
+       mean statistic.
 
   Call under the optimizer's device, once the clones exist.
 
@@ -256,10 +259,11 @@ def train_step(config, clones, optimizer, global_step, update,
   # 7. Replica averaging.
   if averaging_replicas:
     step_op = collectives.average_every(
-        step_op, [v for _, v in grads_and_vars] + statistics, global_step,
+        step_op, [v for _, v in grads_and_vars], global_step,
         update.replica_averaging_steps,
         replica_group(config, collectives.REPLICA_AVERAGING_GROUP_KEY), 0,
-        update.all_reduce_buffer_bytes, update.wire_dtype)
+        update.all_reduce_buffer_bytes, update.wire_dtype,
+        exact_variables=statistics)
   # 8. The replica-mean variables.
   elif statistics:
     with tf.control_dependencies([step_op]):

@@ -125,10 +125,22 @@ def test_tables_show_the_phases_the_floors_and_the_compression_ratio():
   floors = trace.floor_lines(rows, cores=2)
   assert floors[0].startswith('- 1 Gbit/s, float32 on the wire: a step of '
                               '0.260 s, 2.46x the 0.106 s')
-  assert floors[0].endswith('shorter than 1.99x the link on this machine.')
+  assert floors[0].endswith(
+      'With any transport at the rate, the 0.060 s before the all-reduce '
+      'and the 0.010 s after it leave at least 0.176 s (1.66x). With '
+      'TensorFlow\'s, the two processes\' CPU per step over 2 cores, its own '
+      'included (0.210 s), bounds it too: at least 0.210 s (1.99x).')
   assert trace.compression_lines(rows) == [
-      '- 1 Gbit/s: float16 steps are 1.30x as fast as float32 ones; at '
-      'their floors, 0.150 s against 0.210 s, they would be 1.40x as fast.']
+      '- 1 Gbit/s: float16 steps are 1.30x as fast as float32 ones. With '
+      'both at their floors they would be 1.25x as fast with any transport '
+      'at the rate (0.140 s against 0.176 s), 1.40x with TensorFlow\'s '
+      '(0.150 s against 0.210 s).']
+
+
+def test_a_step_without_transfers_is_refused_by_name():
+  with pytest.raises(ValueError, match=r'needs collectives and RecvBufs .*'
+                     r'this one has only collective, compute ops$'):
+    trace.phases([op for op in STEP if op.kind != 'transfer'])
 
 
 @pytest.mark.xdist_group('loopback')

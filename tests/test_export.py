@@ -283,20 +283,23 @@ def _untrained_checkpoint(directory, model_name, input_shape,
   """The prefix of `model_name` for digits' 10 classes, saved untrained,
   and a function giving its end points' values {name: array} on inputs
   and their {name: (tensor name, shape)}. `quantized`: the network
-  quantization-aware (nets/quantize.py), as --quantize evaluates it."""
+  quantization-aware (nets/quantize.py), its ranges set by one batch of
+  random inputs, evaluated as --quantize does."""
   prefix = os.path.join(directory, '%s.ckpt' % model_name)
 
-  def network_fn():
+  def network_fn(training_ranges=False):
     network = nets_factory.get_network_fn(model_name, 10, is_training=False)
     if quantized:
       tf.train.get_or_create_global_step()
-      network = quantize.quantized_network_fn(network, False, 0)
+      network = quantize.quantized_network_fn(network, training_ranges, 0)
     return network
 
   with tf.Graph().as_default():
-    network_fn()(tf.zeros([1] + input_shape))
+    network_fn(training_ranges=True)(tf.random.uniform(
+        [4] + input_shape, -1, 1, seed=4))
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
+      session.run(tf.get_collection(tf.GraphKeys.UPDATE_OPS))
       tf.train.Saver().save(session, prefix)
 
   def end_points_of(inputs):
@@ -379,8 +382,14 @@ def test_a_quantized_export_ends_at_its_final_endpoint(tmp_path):
   values, _ = end_points_of(images)
   np.testing.assert_allclose(artifacts.load(frozen).predict(images),
                              values['pool2'], rtol=1e-5, atol=1e-6)
-  # The quantized layers differ from the float ones: pool2 is on the grid
-  # of conv2's activation range.
+  # pool2 takes conv2's fake-quantized activations: at most 256 levels of
+  # its range, which the random batch set.
+  reader = tf.train.load_checkpoint(prefix)
+  high = reader.get_tensor('LeNet/conv2/act_quant/max')
+  assert high > 0 and reader.get_tensor('LeNet/conv2/weights_quant/max') > 0
+  assert 16 < len(np.unique(values['pool2'])) <= 256
+  assert 0 < values['pool2'].max() <= high + 1e-6
+  # The quantized layers differ from the float ones.
   with tf.Graph().as_default():
     float_pool2 = nets_factory.get_network_fn('lenet', 10)(
         tf.constant(images))[1]['pool2']

@@ -11,6 +11,7 @@ import pytest
 
 from deployment import collectives
 from deployment import model_deploy
+from deployment import update
 from tf2_compat.slim_compat import slim, tf
 import train_image_classifier
 from training import run_config
@@ -96,6 +97,30 @@ def test_synced_statistics_are_the_mean_of_what_each_replica_would_hold():
     np.testing.assert_allclose(weights_0[name], value, rtol=1e-6, atol=1e-7)
 
 
+def test_averaged_replicas_send_the_statistics_uncompressed():
+  """With periodic averaging and fp16 compression, the trained variables
+  travel in 16 bits, the statistics in 32: a moving variance may exceed
+  float16's range."""
+  images, labels = test_sync_batch_norm.data(BATCH)
+  config = model_deploy.DeploymentConfig(num_replicas=2, replica_id=0)
+  with tf.Graph().as_default() as graph:
+    model_deploy.deploy(
+        config, functools.partial(conv_bn_logits, images, labels),
+        optimizer=tf.train.GradientDescentOptimizer(0.1),
+        replica_mean_variables=functools.partial(
+            train_image_classifier.replica_statistics, False),
+        update=update.UpdateOptions(replica_averaging_steps=3,
+                                    gradient_compression='fp16'))
+    branch = graph.get_operation_by_name('average_replicas').get_attr(
+        'then_branch').name
+    # pylint: disable=protected-access
+    ops = graph._get_function(branch).graph.get_operations()
+    sent = sorted((op.inputs[0].dtype.name, op.inputs[0].shape.num_elements())
+                  for op in ops if op.type == 'CollectiveReduceV2')
+  # conv 3x3x2x4 and beta 4, logits 6x6x4x3 and 3 biases; mean, variance.
+  assert sent == [('float16', 72 + 4 + 432 + 3), ('float32', 4 + 4)]
+
+
 def _statistics_collectives(digits_dir, tmp_path, *argv):
   """Sizes of the collectives of the replica-statistics group in the
   training script's graph for worker 1 of 2 all-reduce workers, and the
@@ -117,9 +142,12 @@ def _statistics_collectives(digits_dir, tmp_path, *argv):
            ], moving
 
 
+@pytest.mark.parametrize('argv', [[], ['--moving_average_decay=0.99']])
 def test_the_training_script_averages_every_moving_statistic(digits_dir,
-                                                             tmp_path):
-  synced, moving = _statistics_collectives(digits_dir, tmp_path)
+                                                             tmp_path, argv):
+  # The weights' moving averages (--moving_average_decay) are no model
+  # variables: each replica computes the same ones.
+  synced, moving = _statistics_collectives(digits_dir, tmp_path, *argv)
   # MobileNet v1 0.25: 27 batch norms, 2 x their channels.
   assert moving == 5472
   assert synced == [moving]
