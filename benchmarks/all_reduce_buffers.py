@@ -45,8 +45,6 @@ import results  # next to this script
 NAME = 'all_reduce_buffers'
 TITLE = "All-reduce of a LeNet's gradients between two hosts, by buffer size"
 LENET_FLOATS = 3274634  # nets.lenet at 10 classes, every variable.
-PORT = 2222
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_args(argv=None):
@@ -106,18 +104,12 @@ def member(addresses, index, buffer_bytes, dtype, steps, warmup):
 def run_variant(args, buffer_mib, dtype):
   """(median seconds per all-reduce, busiest host's MiB out, MiB in)."""
   with netns.Network(2, int(args.rate_gbit * 1e9)) as network:
-    addresses = ['%s:%d' % (address, PORT) for address in network.addresses]
     before = network.link_bytes()
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='2')
     try:
-      outputs = network.run_all(
-          [[sys.executable, os.path.abspath(__file__), '--member',
-            json.dumps([addresses, i, int(buffer_mib * 2 ** 20), dtype,
-                        args.steps, args.warmup])] for i in range(2)],
-          env=env)
+      outputs = network.run_members(__file__, [
+          int(buffer_mib * 2 ** 20), dtype, args.steps, args.warmup])
     except RuntimeError as e:
       sys.exit('%g MiB %s: %s' % (buffer_mib, dtype, e))
-    outputs = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     after = network.link_bytes()
   moved = [((a[0] - b[0]), (a[1] - b[1])) for a, b in zip(after, before)]
   out_bytes, in_bytes = max(moved, key=sum)

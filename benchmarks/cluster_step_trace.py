@@ -63,9 +63,8 @@ import results  # next to this script
 
 NAME = 'cluster_step_trace'
 TITLE = 'Inside a step of two all-reduce workers on a shaped link'
-PORT = 2222
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPRESSION = {'float32': 'none', 'float16': 'fp16', 'bfloat16': 'bf16'}
+UNTIMED_STEPS = 10  # the first of --steps: start-up, not timed
 
 # An op of a traced step: its kind ('collective', 'transfer' or 'compute'),
 # start and end in microseconds since the epoch.
@@ -86,7 +85,7 @@ def parse_args(argv=None):
   parser.add_argument('--batch_size', type=int, default=32,
                       help='examples per worker per step')
   parser.add_argument('--steps', type=int, default=40,
-                      help='timed steps, the first 10 of them untimed')
+                      help='steps, the first %d of them untimed' % UNTIMED_STEPS)
   parser.add_argument('--traced_steps', type=int, default=5)
   parser.add_argument('--inter_op_threads', type=int, default=2)
   parser.add_argument('--results_dir', default=None)
@@ -94,10 +93,10 @@ def parse_args(argv=None):
   args.rates = flag_values.positive_numbers(parser, '--rates_gbit',
                                             args.rates_gbit)
   args.dtypes = flag_values.wire_dtypes(parser, args.wire_dtypes)
-  if (args.steps < 11 or args.traced_steps < 1 or args.batch_size < 1 or
-      args.inter_op_threads < 1):
-    parser.error('--steps must be >= 11; --traced_steps, --batch_size and '
-                 '--inter_op_threads >= 1')
+  if (args.steps <= UNTIMED_STEPS or args.traced_steps < 1 or
+      args.batch_size < 1 or args.inter_op_threads < 1):
+    parser.error('--steps must be >= %d; --traced_steps, --batch_size and '
+                 '--inter_op_threads >= 1' % (UNTIMED_STEPS + 1))
   return args
 
 
@@ -203,7 +202,7 @@ def member(addresses, index, batch_size, wire_dtype, steps, traced_steps,
       session.run(broadcast)
       seconds = []
       for step in range(steps):
-        if step == 10:
+        if step == UNTIMED_STEPS:
           before = resource.getrusage(resource.RUSAGE_SELF)
           bytes_before = link_bytes(interface)
         started = time.perf_counter()
@@ -217,11 +216,11 @@ def member(addresses, index, batch_size, wire_dtype, steps, traced_steps,
         session.run(train_op, run_metadata=metadata, options=tf.RunOptions(
             trace_level=tf.RunOptions.FULL_TRACE))
         traced.append(phases(ops_of(metadata.step_stats, graph)))
-  timed = steps - 10
+  timed = steps - UNTIMED_STEPS
   cpu = (after.ru_utime + after.ru_stime - before.ru_utime -
          before.ru_stime) / timed
   mib = [(a - b) / timed / 2 ** 20 for a, b in zip(bytes_after, bytes_before)]
-  print(json.dumps({'seconds': seconds[10:], 'cpu_seconds': cpu,
+  print(json.dumps({'seconds': seconds[UNTIMED_STEPS:], 'cpu_seconds': cpu,
                     'mib': mib, 'phases': traced}), flush=True)
 
 
@@ -238,18 +237,12 @@ def run_setup(args, rate_gbit, wire_dtype):
   """The workers' outputs: [{"seconds", "cpu_seconds", "mib" (out, in
   per step), "phases"}, one per worker]."""
   with netns.Network(2, int(rate_gbit * 1e9)) as network:
-    addresses = ['%s:%d' % (address, PORT) for address in network.addresses]
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL='2')
     try:
-      outputs = network.run_all(
-          [[sys.executable, os.path.abspath(__file__), '--member',
-            json.dumps([addresses, i, args.batch_size, wire_dtype,
-                        args.steps, args.traced_steps,
-                        args.inter_op_threads])] for i in range(2)],
-          env=env)
+      return network.run_members(__file__, [
+          args.batch_size, wire_dtype, args.steps, args.traced_steps,
+          args.inter_op_threads])
     except RuntimeError as e:
       sys.exit('%g Gbit/s, %s: %s' % (rate_gbit, wire_dtype, e))
-  return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
 def summary(workers, rate_gbit, cores):
@@ -362,12 +355,13 @@ def main(argv=None):
       'Two workers, each on a host whose link is shaped to the rate (tc '
       'htb), LeNet with deploy() as all-reduce replicas, batch %d per '
       'worker, SGD, random images (no input pipeline); %d steps timed '
-      'after 10, then %d traced (FULL_TRACE). Phases: medians over both '
+      'after %d, then %d traced (FULL_TRACE). Phases: medians over both '
       'workers and the traced steps (see the script\'s docstring); tracing '
       'slows a step a little, so "s per step" is the untraced median. Each '
       'process: 1 intra-op and %d inter-op threads. Bytes: each host\'s '
       'eth0 counters over the timed steps, Ethernet headers included.' % (
-          args.batch_size, args.steps - 10, args.traced_steps,
+          args.batch_size, args.steps - UNTIMED_STEPS, UNTIMED_STEPS,
+          args.traced_steps,
           args.inter_op_threads),
       '', '## The shortest step this compute allows', ''
   ] + floor_lines(rows, cores) + [''] + compression_lines(rows) + [

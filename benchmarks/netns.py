@@ -22,14 +22,18 @@ networks whose process no longer runs (the name holds the pid).
 """
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
 SUBNET = '10.99.0.%d'
+# The checkout the benchmarks run from: members import its packages.
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX_LENGTH = 24
 # htb's default burst is too small above a few Gbit/s (it measured 7.9 of
 # 10 Gbit/s here): a millisecond of the rate, and at least two full-size
@@ -272,6 +276,26 @@ class Network:
             process.kill()
             process.wait()
       return [_read(out) for out in outs]
+
+  def run_members(self, script, arguments, port=2222, timeout=600):
+    """Runs `python script --member JSON` in every host, all at once, and
+    returns what each printed last, parsed as JSON.
+
+    JSON is [the hosts' addresses with `port`, the host's index] followed
+    by `arguments`; the member reads it from sys.argv[2]. The members run
+    from the repository (PYTHONPATH), TensorFlow's C++ logs kept to
+    warnings.
+
+    Raises:
+      RuntimeError: as run_all.
+    """
+    addresses = ['%s:%d' % (address, port) for address in self.addresses]
+    env = dict(os.environ, PYTHONPATH=_REPO, TF_CPP_MIN_LOG_LEVEL='2')
+    outputs = self.run_all(
+        [[sys.executable, os.path.abspath(script), '--member',
+          json.dumps([addresses, i] + list(arguments))]
+         for i in range(len(self.hosts))], env=env, timeout=timeout)
+    return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
   def link_bytes(self):
     """[(bytes sent, bytes received)] of each host's link so far.

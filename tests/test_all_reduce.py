@@ -7,6 +7,7 @@ training script.)
 """
 
 import collections
+import contextlib
 import threading
 
 import numpy as np
@@ -113,6 +114,19 @@ class Cluster:
     return model_deploy.DeploymentConfig(
         clone_on_cpu=True, replica_id=index, num_replicas=len(self.hosts),
         collective_timeout_secs=30, **kwargs)
+
+  @contextlib.contextmanager
+  def started_session(self, index, server, config):
+    """A session of worker `index` on its server, over the default graph
+    built with `config`: its variables initialised, then given the
+    chief's values (the broadcast)."""
+    session_config = model_deploy.session_config(
+        config, device_filters=['/job:worker/task:%d' % index])
+    with tf.Session(server.target, config=session_config) as session:
+      session.run([tf.global_variables_initializer(),
+                   tf.local_variables_initializer()])
+      session.run(model_deploy.broadcast_variables(config))
+      yield session
 
   def run(self, fn):
     """fn(index, server) in one thread per worker; the results in order."""
@@ -310,12 +324,7 @@ def test_accumulation_all_reduces_the_mean_of_the_micro_steps(cluster):
           optimizer=tf.train.GradientDescentOptimizer(0.5),
           update=update.UpdateOptions(accumulation_steps=2))
       train_op = tf.get_default_graph().get_tensor_by_name('train_op:0')
-      session_config = model_deploy.session_config(
-          config, device_filters=['/job:worker/task:%d' % index])
-      with tf.Session(server.target, config=session_config) as session:
-        session.run(tf.global_variables_initializer())
-        session.run(tf.local_variables_initializer())
-        session.run(model_deploy.broadcast_variables(config))
+      with cluster.started_session(index, server, config) as session:
         start = session.run(_weights())
         for _ in range(4):  # Two updates.
           session.run(train_op)

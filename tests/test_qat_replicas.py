@@ -70,11 +70,7 @@ def _train_replicas(synced, steps=STEPS):
               else None))
       ranges = {v.op.name: v for v in tf.get_collection(quantize.RANGES)}
       inputs = _quantized_inputs(graph)
-      session_config = model_deploy.session_config(
-          config, device_filters=['/job:worker/task:%d' % index])
-      with tf.Session(server.target, config=session_config) as session:
-        session.run(tf.global_variables_initializer())
-        session.run(model_deploy.broadcast_variables(config))
+      with cluster.started_session(index, server, config) as session:
         history = []
         for _ in range(steps):
           _, seen = session.run([model.train_op, inputs])

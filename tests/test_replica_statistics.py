@@ -62,11 +62,7 @@ def _train_replicas(synced):
               functools.partial(train_image_classifier.replica_statistics,
                                 False) if synced else None))
       statistics = {name: tf.global_variables(name)[0] for name in STATISTICS}
-      session_config = model_deploy.session_config(
-          config, device_filters=['/job:worker/task:%d' % index])
-      with tf.Session(server.target, config=session_config) as session:
-        session.run(tf.global_variables_initializer())
-        session.run(model_deploy.broadcast_variables(config))
+      with cluster.started_session(index, server, config) as session:
         history = []
         for _ in range(STEPS):
           session.run(model.train_op)
