@@ -166,8 +166,10 @@ def test_two_workers_trace_an_all_reduce_step_on_127_0_0_1():
   for worker in workers:
     assert len(worker['seconds']) == 2
     assert worker['cpu_seconds'] > 0
-    # Both workers' 12.5 MiB go through lo, which counts them both ways.
-    assert worker['mib'][0] >= 2 * lenet_mib
+    # lo counts what both workers send. A worker's own 12.5 MiB per step
+    # fall inside its timed window; some of its peer's may fall outside
+    # (a peer ahead by a step sends before this worker starts counting).
+    assert lenet_mib <= worker['mib'][0] <= 2.5 * lenet_mib
     (phases,) = worker['phases']
     assert 0 < phases['before'] < phases['step']
     assert 0 < phases['busy'] <= phases['receiving'] < phases['step']
