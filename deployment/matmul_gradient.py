@@ -11,13 +11,16 @@ That one op is most of a small batch's step.
 Here the input's gradient is `transpose(w @ transpose(dy))`: the same
 sums of products, with the transpose on the small operand. create_clones
 gives this gradient to the MatMul ops of clones placed on a CPU;
-optimize_clones and deploy() take its name off them once the gradients
-are built, so the graph they leave is TensorFlow's own. The weights'
-gradient, and every other case, is TensorFlow's formula.
+optimize_clones and deploy() take its name off the ops whose gradients
+they built (deploy() off all of its clones' ops), so the graph they leave
+is TensorFlow's own, while clones not yet differentiated (a second model
+built before the first is optimized) keep the faster gradient. The
+weights' gradient, and every other case, is TensorFlow's formula.
 """
 
 import contextlib
 import threading
+import weakref
 
 from tf2_compat.slim_compat import tf
 
@@ -26,6 +29,8 @@ GRADIENT_NAME = 'SlimDeploymentMatMulGrad'
 _ATTRIBUTE = '_gradient_op_type'
 
 _default_only = threading.local()
+# graph -> names of its MatMul ops whose gradient this module has built.
+_differentiated = weakref.WeakKeyDictionary()
 
 
 @tf.RegisterGradient(GRADIENT_NAME)
@@ -35,6 +40,7 @@ def _matmul_gradient(op, grad):
   TensorFlow's formulas, with conjugates for complex inputs; only the
   input's gradient in the untransposed case is computed differently.
   """
+  _differentiated.setdefault(op.graph, set()).add(op.name)
   transpose_a = op.get_attr('transpose_a')
   transpose_b = op.get_attr('transpose_b')
   a = tf.math.conj(op.inputs[0])
@@ -84,15 +90,19 @@ def on_cpu(device):
     yield
 
 
-def forget(graph):
-  """Takes this gradient's name off `graph`'s MatMul ops.
+def forget(graph, ops=()):
+  """Takes this gradient's name off `graph`'s MatMul ops whose gradients
+  have been built, and off `ops`.
 
-  Call once the gradients are built. The name travels with the graph into
-  checkpoints' .meta files, where a program that has not imported this
-  module could not differentiate the ops (LookupError: no gradient
-  defined); without it they take TensorFlow's gradient.
+  The name travels with the graph into checkpoints' .meta files, where a
+  program that has not imported this module could not differentiate the
+  ops (LookupError: no gradient defined); without it they take
+  TensorFlow's gradient. Ops not yet differentiated keep it, so that
+  clones optimized later still get the faster gradient.
   """
-  for op in graph.get_operations():
+  names = _differentiated.pop(graph, set())
+  named_ops = [graph.get_operation_by_name(name) for name in sorted(names)]
+  for op in named_ops + list(ops):
     if op.type != 'MatMul':
       continue
     try:

@@ -300,8 +300,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         summaries or [])
     with tf.device(config.variables_device()):
       global_step = tf.train.get_or_create_global_step()
+    graph = tf.get_default_graph()
+    ops_before = len(graph.get_operations())
     clones = _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
                             precision)
+    clone_ops = graph.get_operations()[ops_before:]
     first_clone = clones[0]
     step_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
     step_ops += list(_called(update_ops) or [])
@@ -330,7 +333,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
           clone_losses.loss_summaries(clones, gathered, total_loss))
       summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
                                     name='summary_op')
-    matmul_gradient.forget(tf.get_default_graph())
+    matmul_gradient.forget(graph, clone_ops)
   return DeployedModel(train_op, summary_op, total_loss, clones)
 
 

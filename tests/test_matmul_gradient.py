@@ -275,3 +275,38 @@ def test_a_meta_graph_from_deploy_differentiates_in_plain_tensorflow(
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
   assert done.returncode == 0, done.stderr[-2000:]
   assert done.stdout.split() == ['8', '8']  # LeNet's 4 weights, 4 biases
+
+
+def _named_lenet(scope):
+  """A model_fn: LeNet under `scope`, with its own loss."""
+  def model_fn():
+    images = tf.zeros([4, 28, 28, 1])
+    labels = tf.one_hot(tf.zeros([4], tf.int32), 10)
+    with tf.variable_scope(scope), slim.arg_scope(lenet.lenet_arg_scope()):
+      logits, _ = lenet.lenet(images, num_classes=10)
+    tf.losses.softmax_cross_entropy(labels, logits)
+  return model_fn
+
+
+def test_a_model_optimized_second_keeps_the_gradient_until_then(graph):
+  # Two models built before either is optimized, as a GAN's two nets are.
+  config = model_deploy.DeploymentConfig(clone_on_cpu=True)
+  clones = {scope: model_deploy.create_clones(config, _named_lenet(scope))
+            for scope in ('generator', 'discriminator')}
+  fc3 = {scope: graph.get_operation_by_name(scope + '/LeNet/fc3/MatMul')
+         for scope in clones}
+  name = matmul_gradient.GRADIENT_NAME.encode()
+  for scope in ('generator', 'discriminator'):
+    assert fc3[scope].get_attr('_gradient_op_type') == name
+    model_deploy.optimize_clones(
+        clones[scope], tf.train.GradientDescentOptimizer(0.1),
+        var_list=tf.trainable_variables(scope))
+    with pytest.raises(ValueError, match='_gradient_op_type'):
+      fc3[scope].get_attr('_gradient_op_type')
+    # Each model's input gradient is the fast one: the weights untransposed.
+    gradient_ops = [op for op in _matmuls(graph)
+                    if op.inputs[0] is fc3[scope].inputs[1]]
+    assert [op.get_attr('transpose_b') for op in gradient_ops] == [True]
+  named = [op.name for op in graph.get_operations()
+           if op.node_def.attr.get('_gradient_op_type')]
+  assert named == []
