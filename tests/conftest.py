@@ -77,3 +77,37 @@ def pytest_ignore_collect(collection_path, config):
     return True
   return None
 
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+  """Puts the tests that share a module-scoped fixture of their own module
+  on one xdist worker.
+
+  Such a fixture trains a model or builds a network once for its module;
+  `--dist loadgroup` would otherwise hand its tests to both workers and
+  each would build it (the QAT module's 300 training steps twice). The
+  group is the module and the fixtures' parameter: the tests of one of
+  tests/test_nets.py's networks share a worker, other networks go to
+  either. Tests already in a group (the loopback ones) keep theirs.
+  Runs before xdist reads the groups (tryfirst).
+  """
+  for item in items:
+    if item.get_closest_marker('xdist_group'):
+      continue
+    shared = _module_fixtures(item)
+    if not shared:
+      continue
+    callspec = getattr(item, 'callspec', None)
+    params = sorted({str(callspec.params[name]) for name in shared
+                     if callspec and name in callspec.params})
+    item.add_marker(pytest.mark.xdist_group(
+        item.module.__name__ + ''.join('[%s]' % p for p in params)))
+
+
+def _module_fixtures(item):
+  """The module-scoped fixtures that `item` uses from its own module."""
+  definitions = item._fixtureinfo.name2fixturedefs  # pylint: disable=protected-access
+  return [name for name, defs in definitions.items()
+          if defs[-1].scope == 'module' and
+          getattr(defs[-1].func, '__module__', None) == item.module.__name__]
