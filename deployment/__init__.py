@@ -2,7 +2,7 @@
 
   * `model_deploy` (with `deployment_config`): upstream Slim's API.
   * The graph mechanics it builds on: `device_placement`, `clone_losses`,
-    `gradients`, `matmul_gradient`, `accumulation`, `apply_when`,
+    `gradients`, `cpu_gradients`, `accumulation`, `apply_when`,
     `update`, `precision`, `collectives`, `sync_batch_norm`,
     `variable_averages`, `argument_checks`.
 

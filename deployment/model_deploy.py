@@ -29,8 +29,8 @@ creates them (TF2 resource variables included), and through a variable
 creator so that variables made with plain `tf.get_variable` are placed too;
 worker devices name the replica's task when there are several replicas;
 sparse gradients stay sparse when summed; summaries are placed on the CPU;
-MatMul ops of CPU clones get a faster gradient of the same values
-(matmul_gradient.py).
+MatMul and 16-bit convolution ops of CPU clones get faster gradients of
+the same values (cpu_gradients.py).
 
 Where the parts live: the update's options and the train step, its
 stages in the order they run, in update.py; placement (device functions,
@@ -48,7 +48,7 @@ from deployment import clone_losses
 from deployment import collectives
 from deployment import device_placement
 from deployment import gradients
-from deployment import matmul_gradient
+from deployment import cpu_gradients
 from deployment import precision as precision_lib
 from tf2_compat import slim_compat
 from deployment import sync_batch_norm as sync_batch_norm_lib
@@ -141,7 +141,7 @@ def _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
       with tf.name_scope(config.clone_scope(i)) as clone_scope:
         clone_device = config.clone_device(i)
         with tf.device(clone_device), tf.device(host_ops), \
-            matmul_gradient.on_cpu(clone_device):
+            cpu_gradients.on_cpu(clone_device):
           with tf.variable_scope(tf.get_variable_scope(),
                                  reuse=True if i > 0 else None,
                                  custom_getter=getter), \
@@ -185,7 +185,7 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
   gathered, grads_and_vars = gradients.clone_gradients(
       clones, lambda loss: optimizer.compute_gradients(loss, **kwargs),
       regularization_losses)
-  matmul_gradient.forget(tf.get_default_graph())
+  cpu_gradients.forget(tf.get_default_graph())
   return clone_losses.total_of(gathered.losses), grads_and_vars
 
 
@@ -333,7 +333,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
           clone_losses.loss_summaries(clones, gathered, total_loss))
       summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
                                     name='summary_op')
-    matmul_gradient.forget(graph, clone_ops)
+    cpu_gradients.forget(graph, clone_ops)
   return DeployedModel(train_op, summary_op, total_loss, clones)
 
 

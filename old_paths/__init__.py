@@ -6,7 +6,8 @@ DeprecationWarning that names the new one. They are:
   * the modules that left `deployment`: `deployment.slim_compat`,
     `run_slim`, `contrib_stubs` and `quiet` (now in `tf2_compat`),
     `deployment.cluster` and `deployment.launch` (now in `clusters`), with
-    their `python -m` commands. They are the files of `old_paths/deployment/`,
+    their `python -m` commands, and `deployment.matmul_gradient` (now
+    `deployment.cpu_gradients`). They are the files of `old_paths/deployment/`,
     found under their old names because `deployment/__init__.py` adds that
     folder to the package's search path.
   * names that left a module that is still there (`MOVED_NAMES`), such as

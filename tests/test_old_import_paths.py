@@ -28,6 +28,7 @@ OLD_TO_NEW = {
     'deployment.quiet': 'tf2_compat.quiet',
     'deployment.cluster': 'clusters.cluster',
     'deployment.launch': 'clusters.launch',
+    'deployment.matmul_gradient': 'deployment.cpu_gradients',
 }
 
 

@@ -1,5 +1,6 @@
 """The MatMul gradient of CPU clones: TensorFlow's values, faster ops."""
 
+import contextlib
 import os
 import re
 import subprocess
@@ -10,8 +11,9 @@ from absl.testing import flagsaver
 import numpy as np
 import pytest
 
-from deployment import matmul_gradient
+from deployment import cpu_gradients
 from deployment import model_deploy
+from deployment import precision as precision_lib
 from nets import lenet
 from tf2_compat.slim_compat import slim, tf
 
@@ -23,7 +25,7 @@ def _gradients(shape_a, shape_b, transpose_a, transpose_b, override):
   b = tf.constant(rng.standard_normal(shape_b))
   graph = tf.get_default_graph()
   if override:
-    with graph.gradient_override_map({'MatMul': matmul_gradient.GRADIENT_NAME}):
+    with graph.gradient_override_map({'MatMul': cpu_gradients.MATMUL_GRADIENT}):
       product = tf.matmul(a, b, transpose_a=transpose_a,
                           transpose_b=transpose_b)
   else:
@@ -60,7 +62,7 @@ def _matmuls(graph):
 def test_times_transposed_transposes_the_small_side(graph, x_rows):
   x = tf.placeholder(tf.float32, [x_rows, 1024])
   w = tf.zeros([3136, 1024])
-  product = matmul_gradient.times_transposed(x, w)
+  product = cpu_gradients.times_transposed(x, w)
   assert product.shape.as_list() == [x_rows, 3136]
   assert product.op.type == 'Transpose'
   (matmul,) = _matmuls(graph)
@@ -71,7 +73,7 @@ def test_times_transposed_transposes_the_small_side(graph, x_rows):
 def test_times_transposed_keeps_the_plain_product_for_small_weights(graph):
   x = tf.zeros([3136, 8])
   w = tf.zeros([4, 8])
-  product = matmul_gradient.times_transposed(x, w)
+  product = cpu_gradients.times_transposed(x, w)
   assert product.op.type == 'MatMul'
   assert [t.name for t in product.op.inputs] == [x.name, w.name]
   assert product.op.get_attr('transpose_b')
@@ -100,7 +102,7 @@ def test_cpu_clones_get_the_gradient_with_the_weights_untransposed(graph):
   _lenet_clones(model_deploy.DeploymentConfig(clone_on_cpu=True))
   fc3, gradient = _fc3_input_gradient(graph)
   assert fc3.get_attr('_gradient_op_type') == (
-      matmul_gradient.GRADIENT_NAME.encode())
+      cpu_gradients.MATMUL_GRADIENT.encode())
   assert gradient.op.type == 'Transpose'
   weights = fc3.inputs[1]
   transposed_weights = [op.name for op in _matmuls(graph)
@@ -111,14 +113,17 @@ def test_cpu_clones_get_the_gradient_with_the_weights_untransposed(graph):
 
 @pytest.mark.parametrize('place', ['gpu', 'gpu_of_a_cpu_named_job',
                                    'default_gradient'])
-def test_gpu_clones_and_default_gradient_keep_tensorflow_s(graph, place):
+def test_gpu_clones_and_default_gradient_keep_tensorflow_s(graph, place,
+                                                           monkeypatch):
+  monkeypatch.setattr(cpu_gradients, 'local_gpus',
+                      lambda: ['PhysicalDevice(/physical_device:GPU:0)'])
   if place == 'gpu':
     _lenet_clones(model_deploy.DeploymentConfig())
   elif place == 'gpu_of_a_cpu_named_job':
     _lenet_clones(model_deploy.DeploymentConfig(worker_job_name='cpu_pool',
                                                 num_ps_tasks=1))
   else:
-    with matmul_gradient.default_gradient():
+    with cpu_gradients.default_gradient():
       _lenet_clones(model_deploy.DeploymentConfig(clone_on_cpu=True))
   fc3, gradient = _fc3_input_gradient(graph)
   with pytest.raises(ValueError, match='_gradient_op_type'):
@@ -128,8 +133,23 @@ def test_gpu_clones_and_default_gradient_keep_tensorflow_s(graph, place):
   assert gradient.op.get_attr('transpose_b')
 
 
-def _trained_lenet_weights(default_gradient, steps=3):
-  """LeNet's fc3 weights and loss after `steps` SGD steps on 2 CPU clones."""
+def test_gpu_clones_of_a_machine_without_gpus_run_on_its_cpu(graph,
+                                                              monkeypatch):
+  # Soft placement puts their ops on the CPU, as on this machine.
+  monkeypatch.setattr(cpu_gradients, 'local_gpus', lambda: [])
+  assert cpu_gradients.runs_on_cpu('/device:GPU:0')
+  assert not cpu_gradients.runs_on_cpu('/job:worker/task:0/device:GPU:0')
+  clones = _lenet_clones(model_deploy.DeploymentConfig(num_clones=2))
+  assert [clone.device for clone in clones] == ['/device:GPU:0',
+                                                '/device:GPU:1']
+  fc3 = graph.get_operation_by_name('clone_1/LeNet/fc3/MatMul')
+  assert fc3.get_attr('_gradient_op_type') == (
+      cpu_gradients.MATMUL_GRADIENT.encode())
+
+
+def _trained_lenet_weights(default_gradient, steps=3, precision='float32'):
+  """LeNet's fc3 weights and loss after `steps` SGD steps on 2 CPU clones,
+  in `precision`; and the types of conv2's gradient kernels."""
   graph = tf.Graph()
   with graph.as_default():
     tf.set_random_seed(3)
@@ -137,36 +157,55 @@ def _trained_lenet_weights(default_gradient, steps=3):
     images = tf.constant(rng.random((8, 28, 28, 1), np.float32))
     labels = tf.one_hot(tf.constant(rng.integers(0, 10, 8)), 10)
     config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
+    compute_dtype = precision_lib.compute_dtype(precision)
 
     def model_fn():  # each clone sees the whole batch
       with slim.arg_scope(lenet.lenet_arg_scope()):
-        logits, _ = lenet.lenet(images, num_classes=10,
-                                dropout_keep_prob=1.0)
-      tf.losses.softmax_cross_entropy(labels, logits)
+        logits, _ = lenet.lenet(tf.cast(images, compute_dtype),
+                                num_classes=10, dropout_keep_prob=1.0)
+      tf.losses.softmax_cross_entropy(labels, tf.cast(logits, tf.float32))
 
-    if default_gradient:
-      with matmul_gradient.default_gradient():
-        model = model_deploy.deploy(
-            config, model_fn,
-            optimizer=tf.train.GradientDescentOptimizer(0.001))
-    else:
+    with (cpu_gradients.default_gradient() if default_gradient
+          else contextlib.nullcontext()):
       model = model_deploy.deploy(
-          config, model_fn,
-          optimizer=tf.train.GradientDescentOptimizer(0.001))
+          config, model_fn, optimizer=tf.train.GradientDescentOptimizer(0.001),
+          precision=precision)
     (weights,) = [v for v in tf.global_variables()
                   if v.op.name == 'LeNet/fc3/weights']
+    kernels = sorted(
+        (op.type, op.get_attr('T').name) for op in graph.get_operations()
+        if re.match(r'clone_0/gradients/clone_0/LeNet/conv2/Conv2D_grad/'
+                    r'Conv2DBackprop', op.name))
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
       losses = [session.run(model.train_op) for _ in range(steps)]
-      return losses, session.run(weights)
+      return losses, session.run(weights), kernels
 
 
 def test_lenet_trains_to_the_same_weights_with_either_gradient():
-  losses, weights = _trained_lenet_weights(default_gradient=False)
-  reference_losses, reference_weights = _trained_lenet_weights(
+  losses, weights, _ = _trained_lenet_weights(default_gradient=False)
+  reference_losses, reference_weights, _ = _trained_lenet_weights(
       default_gradient=True)
   np.testing.assert_allclose(losses, reference_losses, rtol=1e-5)
   np.testing.assert_allclose(weights, reference_weights, atol=1e-5)
+  assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize('precision', ['mixed_float16', 'mixed_bfloat16'])
+def test_16_bit_lenet_trains_with_float32_convolution_gradients(precision):
+  # float16's first steps overflow and are skipped while the loss scale
+  # comes down.
+  losses, weights, kernels = _trained_lenet_weights(False, 8, precision)
+  reference_losses, reference_weights, reference_kernels = (
+      _trained_lenet_weights(True, 8, precision))
+  dtype = precision_lib.compute_dtype(precision).name
+  assert kernels == [('Conv2DBackpropFilter', 'float32'),
+                     ('Conv2DBackpropInput', 'float32')]
+  assert reference_kernels == [('Conv2DBackpropFilter', dtype),
+                               ('Conv2DBackpropInput', dtype)]
+  # Not bit for bit: TensorFlow's 16-bit kernels round as they sum.
+  np.testing.assert_allclose(losses, reference_losses, rtol=1e-2)
+  np.testing.assert_allclose(weights, reference_weights, atol=5e-4)
   assert losses[-1] < losses[0]
 
 
@@ -175,7 +214,7 @@ def _benchmark():
       os.path.abspath(__file__))), 'benchmarks')
   if benchmarks not in sys.path:
     sys.path.insert(0, benchmarks)
-  import matmul_gradient as benchmark  # pylint: disable=g-import-not-at-top
+  import cpu_gradients as benchmark  # pylint: disable=g-import-not-at-top
   return benchmark
 
 
@@ -186,6 +225,24 @@ def test_benchmark_table_gives_medians_and_their_ratio():
                                clones: [0.004, 0.005, 0.003]}})
   assert lines[2] == ('| 4 | 46.00 | 4.00 | 11.50x | '
                       '46.0 / 4.0; 44.0 / 5.0; 50.0 / 3.0 |')
+
+
+def test_benchmark_table_rows_can_name_several_columns():
+  benchmark = _benchmark()
+  tensorflow_s, clones = benchmark.VARIANTS
+  lines = benchmark.table(
+      {('mixed_bfloat16', 32): {tensorflow_s: [0.5], clones: [0.1]}},
+      'precision, batch')
+  assert lines[0].startswith('| precision | batch | ')
+  assert lines[1] == '|---|---|---:|---:|---:|---|'
+  assert lines[2] == '| mixed_bfloat16 | 32 | 500.00 | 100.00 | 5.00x | 500.0 / 100.0 |'
+
+
+def test_benchmark_refuses_an_unknown_precision(capsys):
+  with pytest.raises(SystemExit):
+    _benchmark().parse_args(['--precisions', 'float32,float64'])
+  assert ('--precisions: float64 not one of float32, mixed_float16, '
+          'mixed_bfloat16') in capsys.readouterr().err
 
 
 def test_benchmark_round_means_average_each_rounds_runs():
@@ -199,12 +256,14 @@ def test_benchmark_writes_both_tables(tmp_path, digits_dir):
   with flagsaver.flagsaver():
     path = benchmark.main(['--batches', '4', '--rounds', '1', '--steps', '2',
                            '--warmup', '1', '--dataset_dir', digits_dir,
+                           '--precisions', 'float32,mixed_bfloat16',
                            '--results_dir', str(tmp_path)])
   with open(path) as f:
     text = f.read()
-  rows = re.findall(r'^\| 4 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \|', text,
-                    re.MULTILINE)
-  assert len(rows) == 2  # the product, then the step
+  rows = re.findall(r'^\|(?: (?:float32|mixed_bfloat16) \|)? 4 \| ([\d.]+) '
+                    r'\| ([\d.]+) \| ([\d.]+)x \|', text, re.MULTILINE)
+  assert len(rows) == 3  # the product, then the step in each precision
+  assert '| mixed_bfloat16 | 4 |' in text
   for tensorflow_ms, clones_ms, ratio in rows:
     assert float(ratio) == pytest.approx(
         float(tensorflow_ms) / float(clones_ms), rel=0.01)  # rounded
@@ -295,7 +354,7 @@ def test_a_model_optimized_second_keeps_the_gradient_until_then(graph):
             for scope in ('generator', 'discriminator')}
   fc3 = {scope: graph.get_operation_by_name(scope + '/LeNet/fc3/MatMul')
          for scope in clones}
-  name = matmul_gradient.GRADIENT_NAME.encode()
+  name = cpu_gradients.MATMUL_GRADIENT.encode()
   for scope in ('generator', 'discriminator'):
     assert fc3[scope].get_attr('_gradient_op_type') == name
     model_deploy.optimize_clones(
@@ -310,3 +369,82 @@ def test_a_model_optimized_second_keeps_the_gradient_until_then(graph):
   named = [op.name for op in graph.get_operations()
            if op.node_def.attr.get('_gradient_op_type')]
   assert named == []
+
+
+def _convolution_gradients(kind, dtype, strides, padding, override=False,
+                           compute_dtype=None):
+  """The gradients, with respect to 16-bit (or float32) inputs of `dtype`,
+  of a weighted sum of one convolution of them computed in
+  `compute_dtype` (default: `dtype`); with `override`, by the CPU clones'
+  gradient."""
+  rng = np.random.default_rng(3)
+  channels_out = 1 if kind == 'DepthwiseConv2dNative' else 6
+  images, filters, weights = (
+      tf.constant(rng.standard_normal(shape), dtype)
+      for shape in [(2, 9, 9, 4), (3, 3, 4, channels_out),
+                    (2, 9, 9, 6)])
+  compute_dtype = compute_dtype or dtype
+  convolve = getattr(tf.raw_ops, kind)
+  override_map = {kind: cpu_gradients.GRADIENTS[kind]} if override else {}
+  with tf.get_default_graph().gradient_override_map(override_map):
+    output = convolve(input=tf.cast(images, compute_dtype),
+                      filter=tf.cast(filters, compute_dtype),
+                      strides=strides, padding=padding)
+  rows, columns, depth = output.shape.as_list()[1:]
+  weights = tf.cast(weights[:, :rows, :columns, :depth], compute_dtype)
+  return tf.gradients(tf.reduce_sum(output * weights), [images, filters])
+
+
+# Strides and padding. (TensorFlow's CPU kernels of the filter's gradient
+# take no dilations; tf.nn.conv2d dilates by space_to_batch on CPUs.)
+CONVOLUTIONS = [([1, 1, 1, 1], 'SAME'), ([1, 2, 2, 1], 'VALID'),
+                ([1, 2, 2, 1], 'SAME')]
+# A 16-bit type's machine epsilon.
+EPSILON = {tf.float16: 2.0 ** -10, tf.bfloat16: 2.0 ** -7}
+
+
+@pytest.mark.parametrize('kind', ['Conv2D', 'DepthwiseConv2dNative'])
+@pytest.mark.parametrize('dtype', [tf.float16, tf.bfloat16])
+@pytest.mark.parametrize('strides, padding', CONVOLUTIONS)
+def test_16_bit_convolutions_get_float32_gradients_rounded_once(
+    graph, kind, dtype, strides, padding):
+  shape = (strides, padding)
+  ours = _convolution_gradients(kind, dtype, *shape, override=True)
+  tensorflow_s = _convolution_gradients(kind, dtype, *shape)
+  # TensorFlow's gradient of the same values in float32, rounded to 16 bits
+  # (by the gradient of the casts to float32).
+  rounded_once = _convolution_gradients(kind, dtype, *shape,
+                                        compute_dtype=tf.float32)
+  kernels = sorted((op.type, op.get_attr('T').name)
+                   for op in graph.get_operations()
+                   if op.type.startswith(kind + 'Backprop'))
+  assert kernels == sorted(
+      [(kind + 'BackpropFilter', name) for name in ('float32', 'float32',
+                                                    dtype.name)] +
+      [(kind + 'BackpropInput', name) for name in ('float32', 'float32',
+                                                   dtype.name)])
+  with tf.Session() as session:
+    ours, tensorflow_s, rounded_once = session.run(
+        [ours, tensorflow_s, rounded_once])
+  for mine, exact, theirs in zip(ours, rounded_once, tensorflow_s):
+    assert mine.dtype == theirs.dtype == exact.dtype
+    np.testing.assert_array_equal(mine.astype(np.float32),
+                                  exact.astype(np.float32))
+    # TensorFlow's 16-bit kernels, which round as they sum, agree within
+    # a few roundings of the largest gradient.
+    scale = np.abs(exact.astype(np.float32)).max()
+    np.testing.assert_allclose(mine.astype(np.float32),
+                               theirs.astype(np.float32), rtol=0,
+                               atol=8 * EPSILON[dtype] * scale)
+
+
+@pytest.mark.parametrize('kind', ['Conv2D', 'DepthwiseConv2dNative'])
+def test_float32_convolutions_keep_tensorflow_s_gradient(graph, kind):
+  shape = CONVOLUTIONS[1]
+  ours = _convolution_gradients(kind, tf.float32, *shape, override=True)
+  tensorflow_s = _convolution_gradients(kind, tf.float32, *shape)
+  assert not [op.name for op in graph.get_operations() if op.type == 'Cast']
+  with tf.Session() as session:
+    ours, tensorflow_s = session.run([ours, tensorflow_s])
+  for mine, theirs in zip(ours, tensorflow_s):
+    np.testing.assert_array_equal(mine, theirs)
