@@ -151,7 +151,8 @@ def table(measured, first_column='batch'):
     medians = [statistics.median(seconds[v]) for v in VARIANTS]
     lines.append('| %s | %.2f | %.2f | %.2fx | %s |' % (
         ' | '.join(str(v) for v in (row if isinstance(row, tuple) else
-                                    (row,))), medians[0] * 1e3, medians[1] * 1e3, medians[0] / medians[1],
+                                    (row,))),
+        medians[0] * 1e3, medians[1] * 1e3, medians[0] / medians[1],
         '; '.join('%.1f / %.1f' % (a * 1e3, b * 1e3)
                   for a, b in zip(*(seconds[v] for v in VARIANTS)))))
   return lines
@@ -197,6 +198,7 @@ def main(argv=None):
           '', '## Load', '', disturbance_note(load)])
   return results.publish(NAME, TITLE, lines, argv=argv,
                          directory=args.results_dir)
+
 
 if __name__ == '__main__':
   main()

@@ -22,11 +22,11 @@ pass computes, though the same sums of products are fast in another form:
            convolutions get TensorFlow's formulas.
 
 create_clones names these gradients on the ops of clones that run on a
-CPU (`on_cpu`); optimize_clones and deploy() take the names off the ops whose
-gradients they built (deploy() off all of its clones' ops), so the graph
-they leave is TensorFlow's own, while clones not yet differentiated (a
-second model built before the first is optimized) keep the faster
-gradients.
+CPU (`on_cpu`); optimize_clones and deploy() take the names off the ops
+whose gradients were built and off every op of their clones (`forget`),
+so the graph they leave is TensorFlow's own, while clones not yet
+optimized (a second model built before the first is optimized) keep the
+faster gradients.
 """
 
 import contextlib
@@ -36,6 +36,8 @@ import weakref
 from tf2_compat.slim_compat import tf
 
 MATMUL_GRADIENT = 'SlimDeploymentMatMulGrad'
+# Its name in deployment.matmul_gradient, the previous release's module.
+GRADIENT_NAME = MATMUL_GRADIENT
 CONV2D_GRADIENT = 'SlimDeploymentConv2DGrad'
 DEPTHWISE_GRADIENT = 'SlimDeploymentDepthwiseConv2dNativeGrad'
 # Op type -> the name of its gradient here.
@@ -49,10 +51,12 @@ _SIXTEEN_BITS = (tf.float16, tf.bfloat16)
 _default_only = threading.local()
 # graph -> names of its ops whose gradient this module has built.
 _differentiated = weakref.WeakKeyDictionary()
+_differentiated_lock = threading.Lock()
 
 
 def _built(op):
-  _differentiated.setdefault(op.graph, set()).add(op.name)
+  with _differentiated_lock:
+    _differentiated.setdefault(op.graph, set()).add(op.name)
 
 
 @tf.RegisterGradient(MATMUL_GRADIENT)
@@ -179,7 +183,8 @@ def forget(graph, ops=()):
   TensorFlow's gradients. Ops not yet differentiated keep them, so that
   clones optimized later still get the faster gradients.
   """
-  names = _differentiated.pop(graph, set())
+  with _differentiated_lock:
+    names = _differentiated.pop(graph, set())
   named_ops = [graph.get_operation_by_name(name) for name in sorted(names)]
   for op in named_ops + list(ops):
     if op.type not in GRADIENTS:

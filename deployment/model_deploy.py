@@ -42,13 +42,14 @@ docstrings of the public entries.
 import collections
 import contextlib
 import warnings
+import weakref
 
 from deployment import argument_checks
 from deployment import clone_losses
 from deployment import collectives
+from deployment import cpu_gradients
 from deployment import device_placement
 from deployment import gradients
-from deployment import cpu_gradients
 from deployment import precision as precision_lib
 from tf2_compat import slim_compat
 from deployment import sync_batch_norm as sync_batch_norm_lib
@@ -68,6 +69,9 @@ __all__ = [
 # `outputs`: whatever model_fn returned; `scope`: the clone's name scope
 # ('' or 'clone_<i>/'); `device`: the clone's device string.
 Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
+# graph -> {id of a create_clones call's first Clone: the names of the ops
+# of that call that cpu_gradients may have named}; for forgetting them.
+_CLONE_OPS = weakref.WeakKeyDictionary()
 
 # `train_op` runs one step and yields the total loss; `summary_op` merges the
 # deployment's summaries (None when there are none).
@@ -130,6 +134,8 @@ def _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
   group = (sync_batch_norm_lib.clones_group(config) if sync_batch_norm
            else None)
   clones = []
+  graph = tf.get_default_graph()
+  ops_before = len(graph.get_operations())
   variables_device = config.variables_device()
   host_ops = device_placement.host_ops_to(config.inputs_device())
   clone_scopes = [config.clone_scope(i) for i in range(config.num_clones)
@@ -148,7 +154,20 @@ def _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
               _synchronized(group, i):
             outputs = model_fn(*args, **kwargs)
         clones.append(Clone(outputs, clone_scope, clone_device))
+  _CLONE_OPS.setdefault(graph, {})[id(clones[0])] = [
+      op.name for op in graph.get_operations()[ops_before:]
+      if op.type in cpu_gradients.GRADIENTS]
   return clones
+
+
+def _forget_gradient_names(clones):
+  """Takes cpu_gradients' names off the ops differentiated so far and off
+  every op of `clones` (from one create_clones call), so that the graph
+  saved is TensorFlow's own; other clones keep theirs until optimized."""
+  graph = tf.get_default_graph()
+  names = _CLONE_OPS.get(graph, {}).pop(id(clones[0]), [])
+  cpu_gradients.forget(graph, [graph.get_operation_by_name(name)
+                               for name in names])
 
 
 def _synchronized(group, member):
@@ -185,7 +204,7 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
   gathered, grads_and_vars = gradients.clone_gradients(
       clones, lambda loss: optimizer.compute_gradients(loss, **kwargs),
       regularization_losses)
-  cpu_gradients.forget(tf.get_default_graph())
+  _forget_gradient_names(clones)
   return clone_losses.total_of(gathered.losses), grads_and_vars
 
 
@@ -300,11 +319,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         summaries or [])
     with tf.device(config.variables_device()):
       global_step = tf.train.get_or_create_global_step()
-    graph = tf.get_default_graph()
-    ops_before = len(graph.get_operations())
     clones = _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
                             precision)
-    clone_ops = graph.get_operations()[ops_before:]
     first_clone = clones[0]
     step_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
     step_ops += list(_called(update_ops) or [])
@@ -333,7 +349,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
           clone_losses.loss_summaries(clones, gathered, total_loss))
       summary_op = tf.summary.merge(sorted(summaries, key=lambda s: s.name),
                                     name='summary_op')
-    cpu_gradients.forget(graph, clone_ops)
+    _forget_gradient_names(clones)
   return DeployedModel(train_op, summary_op, total_loss, clones)
 
 

@@ -78,7 +78,6 @@ def pytest_ignore_collect(collection_path, config):
   return None
 
 
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
   """Puts the tests that share a module-scoped fixture of their own module
@@ -107,7 +106,10 @@ def pytest_collection_modifyitems(items):
 
 def _module_fixtures(item):
   """The module-scoped fixtures that `item` uses from its own module."""
-  definitions = item._fixtureinfo.name2fixturedefs  # pylint: disable=protected-access
-  return [name for name, defs in definitions.items()
+  info = getattr(item, '_fixtureinfo', None)
+  module = getattr(item, 'module', None)
+  if info is None or module is None:  # Not a Python test function.
+    return []
+  return [name for name, defs in info.name2fixturedefs.items()
           if defs[-1].scope == 'module' and
-          getattr(defs[-1].func, '__module__', None) == item.module.__name__]
+          getattr(defs[-1].func, '__module__', None) == module.__name__]

@@ -1,4 +1,5 @@
-"""The MatMul gradient of CPU clones: TensorFlow's values, faster ops."""
+"""The gradients of CPU clones (MatMul, 16-bit convolutions): TensorFlow's
+values, faster ops."""
 
 import contextlib
 import os
@@ -148,8 +149,9 @@ def test_gpu_clones_of_a_machine_without_gpus_run_on_its_cpu(graph,
 
 
 def _trained_lenet_weights(default_gradient, steps=3, precision='float32'):
-  """LeNet's fc3 weights and loss after `steps` SGD steps on 2 CPU clones,
-  in `precision`; and the types of conv2's gradient kernels."""
+  """LeNet's losses and fc3 weights after `steps` SGD steps on 2 CPU
+  clones, in `precision`; the types of conv2's gradient kernels, and how
+  far the steps moved conv2's weights."""
   graph = tf.Graph()
   with graph.as_default():
     tf.set_random_seed(3)
@@ -172,19 +174,24 @@ def _trained_lenet_weights(default_gradient, steps=3, precision='float32'):
           precision=precision)
     (weights,) = [v for v in tf.global_variables()
                   if v.op.name == 'LeNet/fc3/weights']
+    (conv2,) = [v for v in tf.global_variables()
+                if v.op.name == 'LeNet/conv2/weights']
     kernels = sorted(
         (op.type, op.get_attr('T').name) for op in graph.get_operations()
         if re.match(r'clone_0/gradients/clone_0/LeNet/conv2/Conv2D_grad/'
                     r'Conv2DBackprop', op.name))
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
+      conv2_before = session.run(conv2)
       losses = [session.run(model.train_op) for _ in range(steps)]
-      return losses, session.run(weights), kernels
+      # conv2's update: what its gradients moved it by.
+      return (losses, session.run(weights), kernels,
+              session.run(conv2) - conv2_before)
 
 
 def test_lenet_trains_to_the_same_weights_with_either_gradient():
-  losses, weights, _ = _trained_lenet_weights(default_gradient=False)
-  reference_losses, reference_weights, _ = _trained_lenet_weights(
+  losses, weights, _, _ = _trained_lenet_weights(default_gradient=False)
+  reference_losses, reference_weights, _, _ = _trained_lenet_weights(
       default_gradient=True)
   np.testing.assert_allclose(losses, reference_losses, rtol=1e-5)
   np.testing.assert_allclose(weights, reference_weights, atol=1e-5)
@@ -195,9 +202,14 @@ def test_lenet_trains_to_the_same_weights_with_either_gradient():
 def test_16_bit_lenet_trains_with_float32_convolution_gradients(precision):
   # float16's first steps overflow and are skipped while the loss scale
   # comes down.
-  losses, weights, kernels = _trained_lenet_weights(False, 8, precision)
-  reference_losses, reference_weights, reference_kernels = (
+  losses, weights, kernels, update = _trained_lenet_weights(False, 8,
+                                                            precision)
+  reference_losses, reference_weights, reference_kernels, reference_update = (
       _trained_lenet_weights(True, 8, precision))
+  # conv2's own update agrees within a tenth of its largest element.
+  assert np.abs(reference_update).max() > 0
+  np.testing.assert_allclose(update, reference_update, rtol=0,
+                             atol=0.1 * np.abs(reference_update).max())
   dtype = precision_lib.compute_dtype(precision).name
   assert kernels == [('Conv2DBackpropFilter', 'float32'),
                      ('Conv2DBackpropInput', 'float32')]
@@ -235,7 +247,8 @@ def test_benchmark_table_rows_can_name_several_columns():
       'precision, batch')
   assert lines[0].startswith('| precision | batch | ')
   assert lines[1] == '|---|---|---:|---:|---:|---|'
-  assert lines[2] == '| mixed_bfloat16 | 32 | 500.00 | 100.00 | 5.00x | 500.0 / 100.0 |'
+  assert lines[2] == ('| mixed_bfloat16 | 32 | 500.00 | 100.00 | 5.00x | '
+                      '500.0 / 100.0 |')
 
 
 def test_benchmark_refuses_an_unknown_precision(capsys):
@@ -270,16 +283,19 @@ def test_benchmark_writes_both_tables(tmp_path, digits_dir):
   assert '## A LeNet training step' in text
 
 
-def _deployed_lenet(through):
-  """LeNet on a CPU clone, its gradients built by deploy() or by
-  create_clones + optimize_clones; the fc3 MatMul op."""
+def _deployed_lenet(through, var_list=None):
+  """LeNet on a CPU clone, its gradients (of the variables `var_list`
+  returns, default all) built by deploy() or by create_clones +
+  optimize_clones; the fc3 MatMul op."""
   config = model_deploy.DeploymentConfig(clone_on_cpu=True)
   optimizer = tf.train.GradientDescentOptimizer(0.01)
   if through == 'deploy':
-    model_deploy.deploy(config, _lenet_model_fn, optimizer=optimizer)
+    model_deploy.deploy(config, _lenet_model_fn, optimizer=optimizer,
+                        var_list=var_list)
   else:
     clones = _lenet_clones(config)
-    model_deploy.optimize_clones(clones, optimizer)
+    model_deploy.optimize_clones(clones, optimizer,
+                                 var_list=var_list and var_list())
   return tf.get_default_graph().get_operation_by_name('LeNet/fc3/MatMul')
 
 
@@ -316,11 +332,20 @@ def test_the_gradient_s_name_is_gone_once_the_gradients_are_built(
   assert gradient.inputs[0] is weights
 
 
+@pytest.mark.parametrize('through, var_list', [
+    ('deploy', None), ('optimize_clones', None),
+    # Fine-tuning the classifier alone: the layers below are never
+    # differentiated, and must not keep the names either.
+    ('deploy', 'LeNet/fc4'), ('optimize_clones', 'LeNet/fc4')])
 def test_a_meta_graph_from_deploy_differentiates_in_plain_tensorflow(
-    tmp_path):
+    tmp_path, through, var_list):
   meta = str(tmp_path / 'model.meta')
-  with tf.Graph().as_default():
-    _deployed_lenet('deploy')
+  with tf.Graph().as_default() as graph:
+    _deployed_lenet(through, var_list and (
+        lambda: tf.trainable_variables(var_list)))
+    named = [op.name for op in graph.get_operations()
+             if op.node_def.attr.get('_gradient_op_type')]
+    assert named == []
     tf.train.export_meta_graph(meta)
   program = (
       'import tensorflow.compat.v1 as tf\n'
