@@ -22,16 +22,14 @@ pass computes, though the same sums of products are fast in another form:
            convolutions get TensorFlow's formulas.
 
 create_clones names these gradients on the ops of clones that run on a
-CPU (`on_cpu`); optimize_clones and deploy() take the names off the ops
-whose gradients were built and off every op of their clones (`forget`),
-so the graph they leave is TensorFlow's own, while clones not yet
-optimized (a second model built before the first is optimized) keep the
-faster gradients.
+CPU (`on_cpu`); optimize_clones and deploy() take the names off every op
+of their clones once the gradients are built (`forget`), so the graph
+they leave is TensorFlow's own, while clones not yet optimized (a second
+model built before the first is optimized) keep the faster gradients.
 """
 
 import contextlib
 import threading
-import weakref
 
 from tf2_compat.slim_compat import tf
 
@@ -49,14 +47,6 @@ _ATTRIBUTE = '_gradient_op_type'
 _SIXTEEN_BITS = (tf.float16, tf.bfloat16)
 
 _default_only = threading.local()
-# graph -> names of its ops whose gradient this module has built.
-_differentiated = weakref.WeakKeyDictionary()
-_differentiated_lock = threading.Lock()
-
-
-def _built(op):
-  with _differentiated_lock:
-    _differentiated.setdefault(op.graph, set()).add(op.name)
 
 
 @tf.RegisterGradient(MATMUL_GRADIENT)
@@ -66,7 +56,6 @@ def _matmul_gradient(op, grad):
   TensorFlow's formulas, with conjugates for complex inputs; only the
   input's gradient in the untransposed case is computed differently.
   """
-  _built(op)
   transpose_a = op.get_attr('transpose_a')
   transpose_b = op.get_attr('transpose_b')
   a = tf.math.conj(op.inputs[0])
@@ -102,7 +91,6 @@ def _convolution_gradients(op, grad, backprop_input, backprop_filter,
                            attributes):
   """The input's and the filter's gradients of convolution `op`, by
   TensorFlow's backprop ops, in float32 when `op` is 16-bit."""
-  _built(op)
   images, filters = op.inputs
   dtype = images.dtype
   if dtype in _SIXTEEN_BITS:
@@ -173,20 +161,17 @@ def on_cpu(device):
     yield
 
 
-def forget(graph, ops=()):
-  """Takes these gradients' names off `graph`'s ops whose gradients have
-  been built, and off `ops`.
+def forget(graph, ops=None):
+  """Takes these gradients' names off `ops` of `graph` (default: all of
+  its ops); call once their gradients are built.
 
   The names travel with the graph into checkpoints' .meta files, where a
   program that has not imported this module could not differentiate the
   ops (LookupError: no gradient defined); without them they take
-  TensorFlow's gradients. Ops not yet differentiated keep them, so that
-  clones optimized later still get the faster gradients.
+  TensorFlow's gradients. Ops left out keep them, so that clones optimized
+  later still get the faster gradients.
   """
-  with _differentiated_lock:
-    names = _differentiated.pop(graph, set())
-  named_ops = [graph.get_operation_by_name(name) for name in sorted(names)]
-  for op in named_ops + list(ops):
+  for op in graph.get_operations() if ops is None else ops:
     if op.type not in GRADIENTS:
       continue
     try:

@@ -161,9 +161,9 @@ def _create_clones(config, model_fn, args, kwargs, sync_batch_norm,
 
 
 def _forget_gradient_names(clones):
-  """Takes cpu_gradients' names off the ops differentiated so far and off
-  every op of `clones` (from one create_clones call), so that the graph
-  saved is TensorFlow's own; other clones keep theirs until optimized."""
+  """Takes cpu_gradients' names off every op of `clones` (from one
+  create_clones call), so that the graph saved is TensorFlow's own; other
+  clones keep theirs until optimized."""
   graph = tf.get_default_graph()
   names = _CLONE_OPS.get(graph, {}).pop(id(clones[0]), [])
   cpu_gradients.forget(graph, [graph.get_operation_by_name(name)

@@ -473,3 +473,14 @@ def test_float32_convolutions_keep_tensorflow_s_gradient(graph, kind):
     ours, tensorflow_s = session.run([ours, tensorflow_s])
   for mine, theirs in zip(ours, tensorflow_s):
     np.testing.assert_array_equal(mine, theirs)
+
+
+def test_forget_without_ops_clears_the_whole_graph_as_before(graph):
+  # deployment.matmul_gradient.forget(graph) of the previous release.
+  _lenet_clones(model_deploy.DeploymentConfig(clone_on_cpu=True))
+  named = sorted(op.type for op in graph.get_operations()
+                 if op.node_def.attr.get('_gradient_op_type'))
+  assert named == ['Conv2D', 'Conv2D', 'MatMul', 'MatMul']
+  cpu_gradients.forget(graph)
+  assert not [op.name for op in graph.get_operations()
+              if op.node_def.attr.get('_gradient_op_type')]
