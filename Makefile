@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test test-fast test-system run clean-venv
+.PHONY: venv test test-slow test-system run clean-venv
 
 DIGITS_DIR := data/digits
 RUN_DIR := train_dir/digits_lenet
@@ -25,12 +25,16 @@ $(STAMP): requirements.txt pyproject.toml
 # 127.0.0.1 share one worker (the `loopback` xdist group).
 PYTEST := $(PY) -m pytest -q -n 2 --dist loadgroup
 
+# The tier to run before every commit (docs/testing.md): unit tests and
+# small integration runs (a few training steps, a cluster of two tasks, a
+# LeNet export), every module touched; at most 10 minutes here.
 test: $(STAMP)
-	$(PYTEST) --durations=30
+	$(PYTEST) -m "not slow" --durations=20
 
-# Everything but the slow end-to-end runs.
-test-fast: $(STAMP)
-	$(PYTEST) -m "not slow"
+# The long end-to-end runs (accuracy after hundreds of steps, SIGKILL and
+# restart cycles, the large networks trained): CI runs them after `make test`.
+test-slow: $(STAMP)
+	$(PYTEST) -m slow --durations=20
 
 # The tests that need root and system services (tests/system): installs
 # what they need from Debian's packages, then runs them one at a time (they
@@ -38,7 +42,7 @@ test-fast: $(STAMP)
 # them afterwards). `make test` needs none of this.
 test-system: $(STAMP)
 	bash tests/system/install.sh
-	$(PY) -m pytest -q --system tests/system
+	$(PY) -m pytest -q --durations=10 --system tests/system
 
 # The main job: LeNet on the embedded digits dataset, 2 CPU clones, then the
 # test-split accuracy. A fresh run each time (RUN_DIR is this target's own).

@@ -1,7 +1,9 @@
 """Shared test setup: quiet TensorFlow, a fresh graph per test."""
 
+import fcntl
 import logging
 import os
+import shutil
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -56,6 +58,49 @@ def digits_dir(tmp_path_factory):
   directory = str(tmp_path_factory.mktemp('digits'))
   convert_digits.run(directory)
   return directory
+
+
+# The flags of the shared LeNet: one clone, Adam at a fixed rate, 150 steps;
+# its predictions on the digits test split are those of a trained model
+# (about 95%), which is what the export and eval tests compare against.
+TRAINED_LENET_FLAGS = (
+    '--dataset_name=digits', '--model_name=lenet', '--clone_on_cpu',
+    '--optimizer=adam', '--opt_epsilon=1e-8', '--learning_rate=0.001',
+    '--learning_rate_decay_type=fixed', '--max_number_of_steps=150',
+    '--save_interval_secs=0', '--save_summaries_secs=600')
+
+
+@pytest.fixture(scope='session')
+def trained_lenet(tmp_path_factory):
+  """The train_dir of a LeNet trained on digits (TRAINED_LENET_FLAGS), for
+  the tests that need *a* trained model and only read it.
+
+  Trained once per test run: the pytest-xdist workers share it through a
+  directory beside their own temporary ones, the first to arrive trains
+  under a lock and the others wait for it. A test that trains on from it
+  copies it first (shutil.copytree); nothing may write into it.
+  """
+  from tests import script_runner  # pylint: disable=g-import-not-at-top
+  from datasets import convert_digits  # pylint: disable=g-import-not-at-top
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get('PYTEST_XDIST_WORKER'):
+    root = root.parent  # The run's directory, above each worker's own.
+  shared = root / 'trained_lenet'
+  train_dir = shared / 'train'
+  with open(str(root / 'trained_lenet.lock'), 'w') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
+    if not (shared / 'done').exists():
+      if shared.exists():  # A worker failed half-way: train again.
+        shutil.rmtree(str(shared))
+      shared.mkdir()
+      convert_digits.run(str(shared / 'digits'))
+      result = script_runner.run_script(
+          'train_image_classifier.py',
+          '--dataset_dir=%s' % (shared / 'digits'),
+          '--train_dir=%s' % train_dir, *TRAINED_LENET_FLAGS, timeout=600)
+      assert result.returncode == 0, result.stdout[-3000:]
+      (shared / 'done').touch()
+  return str(train_dir)
 
 
 

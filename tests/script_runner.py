@@ -236,15 +236,6 @@ def process_alive(pid):
     return False
 
 
-def train_a_checkpoint(digits_dir, train_dir):
-  """One training step of LeNet on digits: a checkpoint to evaluate."""
-  result = run_script('train_image_classifier.py', '--dataset_name=digits',
-                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
-                      '--clone_on_cpu', '--max_number_of_steps=1',
-                      '--train_dir=%s' % train_dir)
-  assert result.returncode == 0, result.stdout[-3000:]
-
-
 def digits_accuracy(digits_dir, train_dir, *args):
   """The digits test-split accuracy (%) of train_dir's latest checkpoint,
   from eval_image_classifier.py with `args` added."""

@@ -1,27 +1,30 @@
 """All-reduce replicas as real processes on 127.0.0.1, bounded in time.
 
 The model of tests/test_all_reduce.py in worker processes, then the
-training script under `python -m clusters.launch --num_ps 0`.
+training script under `python -m clusters.launch --num_ps 0`. Where the
+launcher is not what a test is about, the workers are forked from the
+tests' warm Python (tests/script_runner.py) instead: a fresh interpreter
+per task would import TensorFlow again, most of such a test's time.
 """
 
+import concurrent.futures
 import os
 import re
 import signal
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from clusters import launch
 from clusters import local_cluster
 from clusters import machine
 from tf2_compat.slim_compat import tf
 from tests import test_all_reduce
-from tests.script_runner import REPO
 from tests.script_runner import digits_accuracy
-from tests.script_runner import script_env
 from tests.script_runner import start_script
 from tests.test_cluster_e2e import LAUNCH_TIMEOUT
+from tests.test_cluster_e2e import _Sink
 from tests.test_cluster_e2e import _checkpoint_step
 from tests.test_cluster_e2e import _run_to_end
 from tests.test_cluster_e2e import _train_args
@@ -34,14 +37,49 @@ pytestmark = pytest.mark.xdist_group('loopback')
 
 
 WORKER = os.path.join('tests', 'all_reduce_worker.py')
+# A forked task's threads, as the launcher's --intra_op_threads 1
+# --inter_op_threads 1 give its tasks: the two share this machine's cores.
+ONE_THREAD = {'TF_NUM_INTRAOP_THREADS': '1', 'TF_NUM_INTEROP_THREADS': '1'}
+
+
+def _fork_workers(script, args, clusters, env=None):
+  """Starts worker task i of the all-reduce cluster `clusters[i]` (its
+  worker addresses) as `script args`, forked from the warm Python.
+
+  Returns:
+    The processes, in task order; `_outputs` waits for them.
+  """
+  return [start_script(script, *args, env=dict(
+      env or {}, TF_CONFIG=local_cluster.tf_config([], hosts, 'worker', index)))
+          for index, hosts in enumerate(clusters)]
+
+
+def _outputs(processes, timeout=LAUNCH_TIMEOUT):
+  """The output of each process once all have exited.
+
+  The pipes are read at once: a task blocked on a full pipe would stall
+  the other one in the all-reduce. `timeout` only ends a hang; whatever is
+  left then is killed.
+  """
+  with concurrent.futures.ThreadPoolExecutor(len(processes)) as pool:
+    reads = [pool.submit(p.communicate, timeout=timeout) for p in processes]
+    try:
+      return [read.result()[0] for read in reads]
+    finally:
+      for process in processes:
+        if process.poll() is None:
+          os.killpg(process.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope='module')
 def worker_results(tmp_path_factory):
   """{task index: arrays} of two worker processes run for 20 steps."""
   out = tmp_path_factory.mktemp('all_reduce')
-  _run_to_end(str(out / 'launch.log'), 0, 2, [str(out), '20'],
-              program=(WORKER,))
+  hosts = ['127.0.0.1:%d' % port for port in machine.free_ports(2)]
+  processes = _fork_workers(WORKER, [str(out), '20'], [hosts, hosts],
+                            env=ONE_THREAD)
+  for process, output in zip(processes, _outputs(processes)):
+    assert process.returncode == 0, output[-3000:]
   return {i: dict(np.load(str(out / ('worker%d.npz' % i)))) for i in (0, 1)}
 
 
@@ -50,7 +88,8 @@ def _named(arrays, prefix):
           if k.startswith(prefix)}
 
 
-@pytest.mark.slow
+# The fast tier's real cluster: two tasks on 127.0.0.1, 20 steps of a model
+# of a few hundred weights (each step a few milliseconds).
 def test_two_worker_processes_equal_one_device_and_stay_bit_identical(
     worker_results):
   chief, other = worker_results[0], worker_results[1]
@@ -107,41 +146,53 @@ def test_all_reduce_cluster_trains_then_resumes_after_a_restart(
   assert _checkpoint_step(train_dir) == stopped_at + 5
 
 
+def _relay(processes, sink):
+  """Writes each process's output lines to `sink` as '[worker<i>] line',
+  as the launcher would, from a thread per process; returns the threads."""
+  threads = []
+  for index, process in enumerate(processes):
+    def relay(name='worker%d' % index, stream=process.stdout):
+      for line in stream:
+        sink.write('[%s] %s' % (name, line))
+    threads.append(threading.Thread(target=relay, daemon=True))
+    threads[-1].start()
+  return threads
+
+
 @pytest.mark.slow
 def test_a_killed_worker_stops_the_other_within_the_timeout(digits_dir,
                                                             tmp_path):
   train_dir = str(tmp_path / 'train')
-  output = tmp_path / 'cluster.log'
-  local = launch.LocalCluster(
-      ['train_image_classifier.py'] + _train_args(
-          digits_dir, train_dir, 100000, '--collective_timeout_secs=20'),
-      0, 2, env=dict(script_env(), TF_NUM_INTRAOP_THREADS='1',
-                     TF_NUM_INTEROP_THREADS='1'),
-      output=open(output, 'w'), cwd=REPO, grace_secs=5)
+  hosts = ['127.0.0.1:%d' % port for port in machine.free_ports(2)]
+  sink = _Sink()
+  processes = _fork_workers(
+      'train_image_classifier.py',
+      _train_args(digits_dir, train_dir, 100000,
+                  '--collective_timeout_secs=20'),
+      [hosts, hosts], env=ONE_THREAD)
   try:
-    local.start()
-    deadline = time.monotonic() + 120
-    while not re.search(r'^\[worker1\] INFO:tensorflow:step 3:',
-                        output.read_text(), re.M):
-      assert time.monotonic() < deadline, output.read_text()[-4000:]
-      time.sleep(0.2)
-    os.killpg(local.processes['worker1'].pid, signal.SIGKILL)
+    relays = _relay(processes, sink)
+    sink.wait_for(r'^\[worker1\] INFO:tensorflow:step 3:', LAUNCH_TIMEOUT)
+    os.killpg(processes[1].pid, signal.SIGKILL)
     killed = time.monotonic()
-    status = local.processes['worker0'].wait(timeout=LAUNCH_TIMEOUT)
+    status = processes[0].wait(timeout=LAUNCH_TIMEOUT)
     waited = time.monotonic() - killed
   finally:
-    local.stop()
-  log = output.read_text()
+    for process in processes:
+      if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+  for relay in relays:
+    relay.join(timeout=30)
+  log = sink.text()
   assert status == 1, log[-4000:]
   assert waited < 20 + 15, waited
-  worker1 = local.worker_hosts[1]
   assert re.search(
       r'^\[worker0\] error: the all-reduce between the 2 workers failed '
       r'\(collective op \S+, --collective_timeout_secs=20\): worker task 1 '
       r'\(%s\) stopped or never started. Restart the whole cluster \(the '
       r"launcher's --max_restarts does so by itself\): every worker resumes "
       r'from the latest checkpoint in %s$'
-      % (re.escape(worker1), re.escape(train_dir)), log, re.M), log[-4000:]
+      % (re.escape(hosts[1]), re.escape(train_dir)), log, re.M), log[-4000:]
 
 
 @pytest.mark.slow
@@ -151,17 +202,9 @@ def test_workers_given_different_clusters_stop_before_writing(digits_dir,
   ports = machine.free_ports(3)
   hosts = ['127.0.0.1:%d' % p for p in ports]
   args = _train_args(digits_dir, train_dir, 20, '--collective_timeout_secs=30')
-  processes = []
-  for index, workers in ((0, hosts[:2]), (1, hosts)):
-    processes.append(start_script(
-        'train_image_classifier.py', *args,
-        env={'TF_CONFIG': local_cluster.tf_config([], workers, 'worker', index)}))
-  try:
-    outputs = [p.communicate(timeout=LAUNCH_TIMEOUT)[0] for p in processes]
-  finally:
-    for process in processes:
-      if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
+  processes = _fork_workers('train_image_classifier.py', args,
+                            [hosts[:2], hosts])
+  outputs = _outputs(processes)
   for index, (process, output) in enumerate(zip(processes, outputs)):
     assert process.returncode == 2, output[-3000:]
     listed = hosts[:2] if index == 0 else hosts

@@ -25,7 +25,6 @@ from preprocessing import preprocessing_factory
 from tests import fake_datasets
 from tests.script_runner import assert_one_usage_error
 from tests.script_runner import run_script
-from tests.script_runner import train_a_checkpoint
 from tf2_compat.slim_compat import tf
 
 
@@ -226,10 +225,9 @@ def test_training_on_a_bad_image_deep_in_the_files_exits_2_naming_it(
 
 
 @pytest.mark.slow
-def test_eval_on_a_bad_image_deep_in_the_files_exits_2_naming_it(digits_dir,
-                                                                tmp_path):
-  train_dir = str(tmp_path / 'train')
-  train_a_checkpoint(digits_dir, train_dir)
+def test_eval_on_a_bad_image_deep_in_the_files_exits_2_naming_it(
+    digits_dir, trained_lenet, tmp_path):
+  train_dir = trained_lenet
   # Record 101 of 360: past the 64 read at open.
   data, path = _digits_with_image(digits_dir, tmp_path / 'data', 'test', 100,
                                   BAD_IMAGES['of another size'])

@@ -21,6 +21,7 @@ import cluster_runs
 import cluster_throughput
 import make_run
 import results
+import test_tiers
 import training_loop
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -382,3 +383,57 @@ def test_clone_overhead_writes_its_result_file(tmp_path):
   assert rows[0][5] == '1.000'
   assert float(rows[1][5]) > 0
   assert any(line.startswith('- other processes') for line in lines)
+
+
+# --- test_tiers.py ---------------------------------------------------------
+
+JUNIT_REPORT = '''<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="3">
+<testcase classname="tests.test_a" name="test_quick" time="0.5"/>
+<testcase classname="tests.test_b" name="test_long[x]" time="42.25"/>
+<testcase classname="tests.test_a" name="test_broken" time="3.0">
+<failure message="assert 1 == 2"/></testcase>
+</testsuite></testsuites>
+'''
+
+
+def test_test_tiers_reads_counts_failures_and_the_slowest_first(tmp_path):
+  path = tmp_path / 'report.xml'
+  path.write_text(JUNIT_REPORT)
+  assert test_tiers.read_report(str(path)) == (3, 1, [
+      (42.25, 'tests/test_b.py::test_long[x]'),
+      (3.0, 'tests/test_a.py::test_broken'),
+      (0.5, 'tests/test_a.py::test_quick')])
+
+
+def test_test_tiers_table_gives_each_run_and_each_tiers_slowest_once():
+  runs = test_tiers.parse_args(
+      ['--runs', 'test:0:unset,test:2:1,test-slow:0:0']).runs
+  for run, wall in zip(runs, (512.0, 700.5, 61.0)):
+    run.wall, run.tests, run.failed = wall, 3, 0
+    run.slowest = [(42.25, 'tests/test_b.py::test_long[x]')]
+  lines = test_tiers.table(runs)
+  assert table_rows(lines, 'run') == [
+      ['`make test`, 0 busy loop(s), TF_ENABLE_ONEDNN_OPTS=unset',
+       '8 min 32 s', '3', '0', '10 min'],
+      ['`make test`, 2 busy loop(s), TF_ENABLE_ONEDNN_OPTS=1',
+       '11 min 40 s', '3', '0', '10 min'],
+      ['`make test-slow`, 0 busy loop(s), TF_ENABLE_ONEDNN_OPTS=0',
+       '1 min 01 s', '3', '0', '12 min']]
+  headings = [line for line in lines if line.startswith('## ')]
+  assert headings == [
+      '## The 20 slowest tests of `make test`, 0 busy loop(s), '
+      'TF_ENABLE_ONEDNN_OPTS=unset',
+      '## The 20 slowest tests of `make test-slow`, 0 busy loop(s), '
+      'TF_ENABLE_ONEDNN_OPTS=0']
+  assert '| 42.2 | `tests/test_b.py::test_long[x]` |' in lines
+
+
+@pytest.mark.parametrize('spec, message', [
+    ('test:2', 'a run is TIER:LOAD:ONEDNN'),
+    ('test-fast:0:0', "tier 'test-fast' is not one of test, test-slow"),
+    ('test:0:2', "ONEDNN is unset, 0 or 1, got '2'"),
+])
+def test_test_tiers_refuses_a_bad_run(spec, message):
+  with pytest.raises(test_tiers.argparse.ArgumentTypeError, match=message):
+    test_tiers.Run(spec)

@@ -327,24 +327,28 @@ class _Sink:
 
   def __init__(self):
     self._lines = []
-    self._lock = threading.Lock()
+    self._written = threading.Condition()
 
   def write(self, text):
-    with self._lock:
+    with self._written:
       self._lines.append(text)
+      self._written.notify_all()
 
   def flush(self):
     pass
 
   def text(self):
-    with self._lock:
+    with self._written:
       return ''.join(self._lines)
 
   def wait_for(self, pattern, timeout=90):
-    deadline = time.monotonic() + timeout
-    while not re.search(pattern, self.text(), re.M):
-      assert time.monotonic() < deadline, self.text()[-4000:]
-      time.sleep(0.2)
+    """Returns once a line matches `pattern`: woken by each write, not
+    polling, so a test acts within a step or two of the line. `timeout`
+    only ends a hang."""
+    found = lambda: re.search(pattern, ''.join(self._lines), re.M)
+    with self._written:
+      assert self._written.wait_for(found, timeout), (
+          ''.join(self._lines)[-4000:])
 
 
 def _local_cluster(digits_dir, train_dir, steps, num_ps, num_workers,
@@ -359,42 +363,63 @@ def _local_cluster(digits_dir, train_dir, steps, num_ps, num_workers,
   return local, sink
 
 
+def _run_until_worker1_trains(local, sink):
+  """Starts `local` and returns once worker1 has logged a step, with the
+  chief (worker0) stopped by SIGSTOP since its own first step line.
+
+  Which task trains first is up to timing: on a busy machine worker1
+  logged its first step when the chief was at step 37. Without the pause
+  the chief could run every step of a short run before worker1 trained
+  one. SIGCONT lets the chief go on.
+  """
+  local.start()
+  # 'step N:', not the start-up's 'steps per epoch' line.
+  sink.wait_for(r'^\[worker0\] INFO:tensorflow:step \d+:')
+  os.kill(local.processes['worker0'].pid, signal.SIGSTOP)
+  sink.wait_for(r'^\[worker1\] INFO:tensorflow:step \d+:')
+
+
+# The asynchronous runs that stop a non-chief mid-run: 100 global steps.
+# Before the chief goes on alone, it runs a step or two past its first line
+# and worker1 alone runs what it can until the test reacts to its first
+# line: 15 to 35 steps in all on a loaded 2-core machine, which leaves the
+# chief dozens.
+MID_RUN_STEPS = 100
+
+
 @pytest.mark.slow
 def test_async_chief_finishes_when_a_non_chief_is_killed(digits_dir,
                                                          tmp_path):
   train_dir = str(tmp_path / 'train')
-  # 300 steps: on a busy machine worker1 printed its first line when the
-  # chief was at step 37, and a 50-step run ended before worker1 trained.
-  local, sink = _local_cluster(digits_dir, train_dir, 300, 1, 2)
+  local, sink = _local_cluster(digits_dir, train_dir, MID_RUN_STEPS, 1, 2)
   try:
-    local.start()
-    # 'step N:', not the start-up's 'steps per epoch' line.
-    sink.wait_for(r'^\[worker1\] INFO:tensorflow:step \d+:')
+    _run_until_worker1_trains(local, sink)
     os.killpg(local.processes['worker1'].pid, signal.SIGKILL)
     local.processes['worker1'].wait(timeout=30)
     killed_at = len(sink.text())
     chief = local.processes['worker0']
+    os.kill(chief.pid, signal.SIGCONT)
     assert chief.wait(timeout=LAUNCH_TIMEOUT) == 0, sink.text()[-4000:]
   finally:
     local.stop()
   assert local.processes['worker1'].returncode == -signal.SIGKILL
   # The chief kept training after the kill. Then only its steps moved the
-  # global step, and it stopped after the one that took it to 300.
+  # global step, and it stopped after the one that took it to the last.
   assert re.search(r'^\[worker0\] INFO:tensorflow:step \d+:',
                    sink.text()[killed_at:], re.M), sink.text()[-4000:]
-  assert _checkpoint_step(train_dir) == 300
+  assert _checkpoint_step(train_dir) == MID_RUN_STEPS
 
 
 @pytest.mark.slow
 def test_async_run_ends_when_a_non_chief_is_stopped(digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  local, sink = _local_cluster(digits_dir, train_dir, 300, 1, 2,
+  local, sink = _local_cluster(digits_dir, train_dir, MID_RUN_STEPS, 1, 2,
                                watch=task_watch.TaskWatch(finish_timeout=5))
   try:
-    local.start()
-    sink.wait_for(r'^\[worker1\] INFO:tensorflow:step \d+:')
+    _run_until_worker1_trains(local, sink)
     worker1 = local.processes['worker1']
     os.kill(worker1.pid, signal.SIGSTOP)  # Never exits by itself now.
+    os.kill(local.processes['worker0'].pid, signal.SIGCONT)
     status = local.wait(timeout=LAUNCH_TIMEOUT)
   finally:
     local.stop()
@@ -405,7 +430,7 @@ def test_async_run_ends_when_a_non_chief_is_stopped(digits_dir, tmp_path):
       r'signal\)\) has not finished \d+ s after the chief did \(bound 5 s, '
       r'--finish_timeout\); its last line, \d+ s ago: INFO:tensorflow:'
       % worker1.pid, log, re.M), log[-4000:]
-  assert _checkpoint_step(train_dir) == 300
+  assert _checkpoint_step(train_dir) == MID_RUN_STEPS
   assert worker1.returncode is not None
 
 

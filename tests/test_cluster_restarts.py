@@ -92,10 +92,12 @@ def launcher(tmp_path):
 LAST_STEP = 400
 
 
-def _all_reduce_args(digits_dir, train_dir):
+def _all_reduce_args(digits_dir, train_dir, save_interval_secs=1):
   """Batch 16 per worker; the same start (--random_seed) and batches
   (--shuffle_seed) in every run; the rate halves every 2 epochs (90
-  steps), so that the accuracy settles by step 400."""
+  steps), so that the accuracy settles by step 400. A checkpoint every
+  second for the run that is killed; 0: only the first and the last (a
+  LeNet checkpoint with Adam's slots is 40 MB)."""
   return ['--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
           '--model_name=lenet', '--clone_on_cpu', '--batch_size=16',
           '--optimizer=adam', '--opt_epsilon=1e-8', '--learning_rate=0.002',
@@ -103,13 +105,20 @@ def _all_reduce_args(digits_dir, train_dir):
           '--num_epochs_per_decay=2', '--learning_rate_decay_factor=0.5',
           '--shuffle_seed=3', '--random_seed=1',
           '--max_number_of_steps=%d' % LAST_STEP, '--log_every_n_steps=1',
-          '--save_interval_secs=1', '--save_summaries_secs=600',
+          '--save_interval_secs=%d' % save_interval_secs,
+          '--save_summaries_secs=600',
           '--num_readers=1', '--num_preprocessing_threads=1',
           '--train_dir=%s' % train_dir]
 
 
 def _wait_for_checkpoint(launched, train_dir, step):
-  deadline = time.monotonic() + 120
+  """The latest checkpoint once it is at `step` or later.
+
+  The bound only stops a hang: the cluster's start, then 3 s a step (a
+  loaded 2-core machine took 1 s for an all-reduce step with its
+  checkpoint).
+  """
+  deadline = time.monotonic() + 120 + 3 * step
   while (_checkpoint_step(train_dir) or 0) < step:
     assert launched.process.poll() is None, launched.log()[-4000:]
     assert time.monotonic() < deadline, launched.log()[-4000:]
@@ -133,7 +142,8 @@ def test_all_reduce_restarted_after_a_sigkill_keeps_the_accuracy(
   # The uninterrupted run goes on beside it.
   reference = launcher('uninterrupted', 'clusters.launch',
                        ['--num_ps', '0', '--num_workers', '2'],
-                       _all_reduce_args(digits_dir, uninterrupted))
+                       _all_reduce_args(digits_dir, uninterrupted,
+                                        save_interval_secs=0))
   before_kill = _wait_for_checkpoint(run, interrupted, 100)
   time.sleep(random.Random(5).uniform(0.0, 1.0))  # Seeded: replayable.
   os.killpg(run.pids('worker1')[0], signal.SIGKILL)

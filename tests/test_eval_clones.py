@@ -36,14 +36,9 @@ def _evaluate(digits_dir, train_dir, tmp_path, *flags):
 
 @pytest.mark.slow
 def test_one_two_and_three_clones_give_the_same_accuracy(digits_dir,
+                                                          trained_lenet,
                                                           tmp_path):
-  train_dir = str(tmp_path / 'train')
-  result = run_script('train_image_classifier.py', '--dataset_name=digits',
-                      '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
-                      '--clone_on_cpu', '--batch_size=32', '--optimizer=adam',
-                      '--learning_rate=0.002', '--max_number_of_steps=40',
-                      '--train_dir=%s' % train_dir)
-  assert result.returncode == 0, result.stdout[-3000:]
+  train_dir = trained_lenet
   reports = []
   for num_clones in (1, 2, 3):
     # 360 examples: 3 clones of batch 50 take 150 per run, so the third

@@ -51,20 +51,6 @@ print(json.dumps({
 '''
 
 
-@pytest.fixture(scope='module')
-def trained(digits_dir, tmp_path_factory):
-  """A LeNet trained 150 steps on digits: its train_dir."""
-  train_dir = str(tmp_path_factory.mktemp('lenet'))
-  result = run_script(
-      'train_image_classifier.py', '--dataset_name=digits',
-      '--dataset_dir=%s' % digits_dir, '--model_name=lenet', '--clone_on_cpu',
-      '--optimizer=adam', '--opt_epsilon=1e-8', '--learning_rate=0.001',
-      '--learning_rate_decay_type=fixed', '--max_number_of_steps=150',
-      '--save_interval_secs=0', '--train_dir=%s' % train_dir, timeout=600)
-  assert result.returncode == 0, result.stdout[-3000:]
-  return train_dir
-
-
 def _export(*args):
   result = run_script('export_inference_graph.py', '--model_name=lenet',
                       '--dataset_name=digits', *args, timeout=300)
@@ -73,8 +59,8 @@ def _export(*args):
 
 
 @pytest.fixture(scope='module')
-def exported(trained, digits_dir, tmp_path_factory):
-  """{artifact: path} of the exports of `trained`, and 'output': what the
+def exported(trained_lenet, digits_dir, tmp_path_factory):
+  """{artifact: path} of the exports of `trained_lenet`, and 'output': what the
   first export printed."""
   out = str(tmp_path_factory.mktemp('exported'))
   paths = {'frozen': os.path.join(out, 'lenet.pb'),
@@ -85,11 +71,11 @@ def exported(trained, digits_dir, tmp_path_factory):
            'int8_per_tensor': os.path.join(out,
                                            'lenet_int8_per_tensor.tflite')}
   paths['output'] = _export(
-      '--checkpoint_path=%s' % trained, '--output_file=%s' % paths['frozen'],
+      '--checkpoint_path=%s' % trained_lenet, '--output_file=%s' % paths['frozen'],
       '--saved_model_dir=%s' % paths['saved_model'],
       '--tflite_file=%s' % paths['tflite'])
   for quantization in ('float16', 'int8', 'int8_per_tensor'):
-    _export('--checkpoint_path=%s' % trained,
+    _export('--checkpoint_path=%s' % trained_lenet,
             '--dataset_dir=%s' % digits_dir,
             '--tflite_file=%s' % paths[quantization],
             '--tflite_quantization=%s' % quantization)
@@ -132,6 +118,19 @@ def test_input_channels_are_what_the_preprocessing_makes_of_digits(
   assert model.num_classes == 10
 
 
+def test_a_frozen_export_names_upstreams_input_and_predicts_as_its_checkpoint(
+    trained_lenet, test_split, tmp_path):
+  """One artifact of the shared LeNet, for the fast tier; the slow tier's
+  `exported` writes and checks every kind."""
+  path = str(tmp_path / 'lenet.pb')
+  output = _export('--checkpoint_path=%s' % trained_lenet,
+                   '--output_file=%s' % path)
+  assert 'input: input:0 float32 [None, 28, 28, 1]' in output
+  images, labels, expected = test_split
+  assert _classes(path, images).tolist() == expected.tolist()
+  assert np.mean(expected == labels) > 0.8
+
+
 @pytest.mark.slow
 def test_export_prints_upstream_input_and_the_predictions(exported):
   assert 'input: input:0 float32 [None, 28, 28, 1]' in exported['output']
@@ -152,10 +151,10 @@ def test_frozen_graph_has_the_input_placeholder_and_no_variables(exported):
 
 
 @pytest.fixture(scope='module')
-def test_split(trained, digits_dir):
+def test_split(trained_lenet, digits_dir):
   """(images, labels, the checkpoint's classes) of the digits test split."""
   images, labels = _test_split(digits_dir)
-  return images, labels, _checkpoint_classes(trained, images)
+  return images, labels, _checkpoint_classes(trained_lenet, images)
 
 
 def _classes(path, images):
@@ -214,11 +213,11 @@ def test_int8_per_tensor_drops_the_per_channel_scales_within_a_point(
 
 @pytest.mark.slow
 def test_eval_prints_the_exported_accuracy_beside_the_checkpoints(
-    exported, trained, digits_dir, test_split):
+    exported, trained_lenet, digits_dir, test_split):
   _, labels, expected = test_split
   result = run_script('eval_image_classifier.py', '--dataset_name=digits',
                       '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
-                      '--checkpoint_path=%s' % trained,
+                      '--checkpoint_path=%s' % trained_lenet,
                       '--exported_model=%s' % exported['tflite'],
                       timeout=300)
   assert result.returncode == 0, result.stdout[-3000:]
@@ -259,7 +258,7 @@ def test_saved_model_loads_in_eager_tf2_and_classifies_image_bytes(
 
 @pytest.mark.slow
 def test_graph_without_checkpoint_is_text_unfrozen_and_refused_by_eval(
-    trained, digits_dir, tmp_path):
+    trained_lenet, digits_dir, tmp_path):
   path = str(tmp_path / 'lenet.pbtxt')
   output = _export('--output_file=%s' % path, '--write_text_graphdef',
                    '--batch_size=1')
@@ -271,7 +270,7 @@ def test_graph_without_checkpoint_is_text_unfrozen_and_refused_by_eval(
   assert [d.size for d in shape.attr['shape'].shape.dim] == [1, 28, 28, 1]
   result = run_script('eval_image_classifier.py', '--dataset_name=digits',
                       '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
-                      '--checkpoint_path=%s' % trained,
+                      '--checkpoint_path=%s' % trained_lenet,
                       '--exported_model=%s' % path)
   assert_one_usage_error(result, r'error: --exported_model=.* is not frozen '
                          r'\(it holds variable LeNet/.*\); export it with '

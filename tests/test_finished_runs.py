@@ -3,8 +3,6 @@ stops at --max_number_of_steps."""
 
 import os
 
-import pytest
-
 from tests.script_runner import file_digests
 from tests.script_runner import run_script
 
@@ -19,7 +17,6 @@ def _train_flags(digits_dir, train_dir, steps, *extra):
           '--train_dir=%s' % train_dir] + list(extra)
 
 
-@pytest.mark.slow
 def test_a_finished_run_started_again_trains_nothing_and_exits_0(
     digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')

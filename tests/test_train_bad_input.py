@@ -14,7 +14,6 @@ from training import run_config
 from training.errors import UsageError
 from training.flags import FLAGS
 from tests.script_runner import run_script
-from tests.script_runner import train_a_checkpoint
 
 
 
@@ -317,10 +316,9 @@ def test_several_bad_flags_are_all_reported(digits_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_on_a_record_corrupt_mid_file_exits_2_naming_it(digits_dir,
-                                                             tmp_path):
-  train_dir = str(tmp_path / 'train')
-  train_a_checkpoint(digits_dir, train_dir)
+def test_eval_on_a_record_corrupt_mid_file_exits_2_naming_it(
+    digits_dir, trained_lenet, tmp_path):
+  train_dir = trained_lenet
   data = tmp_path / 'data'
   shutil.copytree(digits_dir, str(data))
   test_file = str(data / 'digits_test.tfrecord')
