@@ -71,7 +71,8 @@ def exported(trained_lenet, digits_dir, tmp_path_factory):
            'int8_per_tensor': os.path.join(out,
                                            'lenet_int8_per_tensor.tflite')}
   paths['output'] = _export(
-      '--checkpoint_path=%s' % trained_lenet, '--output_file=%s' % paths['frozen'],
+      '--checkpoint_path=%s' % trained_lenet,
+      '--output_file=%s' % paths['frozen'],
       '--saved_model_dir=%s' % paths['saved_model'],
       '--tflite_file=%s' % paths['tflite'])
   for quantization in ('float16', 'int8', 'int8_per_tensor'):

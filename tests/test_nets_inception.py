@@ -17,6 +17,7 @@ from deployment import model_deploy
 from deployment import precision
 from deployment import update
 from nets import nets_factory
+from tests import adam_update
 from tests import test_nets
 from tf2_compat.slim_compat import slim, tf
 from training import fine_tune
@@ -149,58 +150,6 @@ def _trainable_at_image_size(name):
   return count - (5 * 5 - 1) * 128 * 768
 
 
-def adam_first_moments(variables):
-  """Adam's first-moment slots ('<variable>/Adam') of `variables`, in
-  their order, from the default graph."""
-  slots = {v.op.name: v for v in tf.global_variables()}
-  return [slots[v.op.name + '/Adam'] for v in variables]
-
-
-def check_one_adam_update(names, before, after, first_moments,
-                          learning_rate):
-  """Asserts that variables moved from `before` to `after` (arrays, by
-  `names`) as one update of tf.train.AdamOptimizer moves them.
-
-  Whether one small step lowers the loss depends on the CPU's kernels (the
-  order of their float sums, float16 above all): oneDNN on an AVX-512
-  Xeon raised Inception v4's loss where this machine's lowered it. The
-  update rule does not. Adam's first update (t = 1, m = (1 - beta1) g,
-  v = (1 - beta2) g^2, bias-corrected) is
-  -learning_rate * g / (|g| + epsilon / sqrt(1 - beta2)): against the
-  gradient, by about learning_rate where |g| is well above 3.2e-7 and
-  never by more. Adam's m after it gives g; the gradients themselves, of
-  the kernels' float sums, may differ from CPU to CPU (a batch norm's beta
-  before another batch norm has only rounding noise).
-
-  Every layer's weights (the variables named '.../weights') must have
-  some element with a gradient above 3.2e-5, moved by 99% of
-  learning_rate or more: the loss reaches each layer, through every clone
-  and deploy() option.
-
-  Args:
-    names: the variables' names, for the messages.
-    before, after: their values around the update.
-    first_moments: their Adam slot m after it.
-    learning_rate: Adam's.
-  """
-  beta1, beta2, epsilon = 0.9, 0.999, 1e-8  # AdamOptimizer's defaults.
-  for name, old, new, m in zip(names, before, after, first_moments):
-    assert np.all(np.isfinite(new)) and np.all(np.isfinite(m)), name
-    step = new.astype(np.float64) - old
-    # Float32 rounding of the new value: an ulp of the larger.
-    rounding = 2 * np.spacing(np.maximum(np.abs(old), np.abs(new)))
-    assert np.all(np.abs(step) <= learning_rate * (1 + 1e-4) + rounding), (
-        name, np.max(np.abs(step)))
-    gradient = m.astype(np.float64) / (1 - beta1)
-    expected = -learning_rate * gradient / (
-        np.abs(gradient) + epsilon / np.sqrt(1 - beta2))
-    # Adam's float32 arithmetic: a few ulps of its terms.
-    np.testing.assert_allclose(step, expected, rtol=1e-3,
-                               atol=rounding.max(), err_msg=name)
-    if name.endswith('/weights'):
-      assert np.any(np.abs(gradient) >= 3.2e-5), (name, np.abs(m).max())
-
-
 # Sync batch norm adds graph building to every batch norm (its moments
 # all-reduced, and their gradients): Inception v4 trains with it, not
 # Inception-ResNet v2 and its 200 layers as well.
@@ -244,14 +193,15 @@ def test_two_cpu_clones_train_in_float16_with_accumulation(
     # Two micro-steps: one update, of finite gradients at this scale.
     losses = [sess.run(model.train_op) for _ in range(2)]
     step, mean, after, first_moments = sess.run(
-        [global_step, moving_mean, variables, adam_first_moments(variables)])
+        [global_step, moving_mean, variables,
+         adam_update.first_moments(variables)])
   assert np.all(np.isfinite(losses))
   assert step_before == 0
   assert step == 1
   assert np.all(np.isfinite(mean)) and np.any(mean != 0)
   # One update, not two: each weight moved by the learning rate at most.
-  check_one_adam_update([v.op.name for v in variables], before, after,
-                        first_moments, 1e-4)
+  adam_update.check_one_update([v.op.name for v in variables], before,
+                               after, first_moments, 1e-4)
 
 
 @pytest.mark.slow

@@ -20,8 +20,8 @@ from deployment import precision
 from deployment import update
 from nets import mobilenet_v3
 from nets import nets_factory
+from tests import adam_update
 from tests import test_nets
-from tests import test_nets_inception
 from tf2_compat.slim_compat import slim, tf
 
 NUM_CLASSES = 10
@@ -118,7 +118,7 @@ def _train(name, runs, initial_loss_scale=None, **options):
                                 **options)
     global_step = tf.train.get_global_step()
     variables = tf.trainable_variables()
-    first_moments = test_nets_inception.adam_first_moments(variables)
+    first_moments = adam_update.first_moments(variables)
     with tf.Session(config=model_deploy.session_config(config)) as sess:
       sess.run([tf.global_variables_initializer(),
                 tf.local_variables_initializer()])
@@ -212,10 +212,9 @@ def test_training_takes_adams_steps_and_creates_upstreams_variables(
   trained = request.getfixturevalue(fixture)
   assert all(np.isfinite(trained.losses))
   # Adam's first update, not a lower loss: whether a few steps lower it
-  # depends on the CPU's kernels (see check_one_adam_update).
+  # depends on the CPU's kernels (see tests/adam_update.py).
   assert trained.first_update, trained.global_steps
-  test_nets_inception.check_one_adam_update(*trained.first_update,
-                                            LEARNING_RATE)
+  adam_update.check_one_update(*trained.first_update, LEARNING_RATE)
   assert len(_model_variables(trained)) == UPSTREAM_VARIABLES[trained.name]
 
 

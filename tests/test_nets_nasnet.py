@@ -23,7 +23,7 @@ from nets import nasnet
 from nets import nasnet_cells
 from nets import nets_factory
 from nets import pnasnet
-from tests import test_nets_inception
+from tests import adam_update
 from tf2_compat.slim_compat import slim, tf
 import train_image_classifier
 
@@ -256,7 +256,7 @@ def test_nasnet_on_two_clones_takes_adams_steps(small_nasnet_on_two_clones):
   graph, model = small_nasnet_on_two_clones
   with graph.as_default(), tf.Session() as sess:
     variables = tf.trainable_variables()
-    first_moments = test_nets_inception.adam_first_moments(variables)
+    first_moments = adam_update.first_moments(variables)
     sess.run(tf.global_variables_initializer())
     before = sess.run(variables)
     # At step 0 every path is kept: the first update is of the whole
@@ -268,8 +268,8 @@ def test_nasnet_on_two_clones_takes_adams_steps(small_nasnet_on_two_clones):
     assert sess.run(tf.train.get_global_step()) == 3
   assert np.all(np.isfinite(losses))
   # Adam's first update, not a lower loss: whether a few steps lower it
-  # depends on the CPU's kernels (see check_one_adam_update).
-  test_nets_inception.check_one_adam_update(
+  # depends on the CPU's kernels (see tests/adam_update.py).
+  adam_update.check_one_update(
       [v.op.name for v in variables], before, after, moments, 1e-4)
 
 

@@ -17,8 +17,8 @@ from nets import i3d
 from nets import nets_factory
 from nets import s3dg
 from nets import video_common
+from tests import adam_update
 from tests import test_min_image_size
-from tests import test_nets_inception
 from tf2_compat.slim_compat import slim, tf
 
 pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
@@ -168,7 +168,7 @@ def _train(name, runs):
                                     LEARNING_RATE))
     global_step = tf.train.get_global_step()
     variables = tf.trainable_variables()
-    first_moments = test_nets_inception.adam_first_moments(variables)
+    first_moments = adam_update.first_moments(variables)
     with tf.Session(config=model_deploy.session_config(config)) as sess:
       sess.run(tf.global_variables_initializer())
       before = sess.run(variables)
@@ -188,9 +188,8 @@ def test_training_on_two_clones_takes_adams_steps(name):
   trained = _train(name, 3)
   assert all(np.isfinite(trained.losses))
   # Adam's first update, not a lower loss: whether a few steps lower it
-  # depends on the CPU's kernels (see check_one_adam_update).
-  test_nets_inception.check_one_adam_update(*trained.first_update,
-                                            LEARNING_RATE)
+  # depends on the CPU's kernels (see tests/adam_update.py).
+  adam_update.check_one_update(*trained.first_update, LEARNING_RATE)
   assert trained.steps == [1, 2, 3]
   with trained.graph.as_default():
     assert len(slim.get_model_variables()) == MODEL_VARIABLES[name]
