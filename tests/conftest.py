@@ -60,9 +60,9 @@ def digits_dir(tmp_path_factory):
   return directory
 
 
-# The flags of the shared LeNet: one clone, Adam at a fixed rate, 150 steps;
-# its predictions on the digits test split are those of a trained model
-# (about 95%), which is what the export and eval tests compare against.
+# The flags of the shared LeNet: one clone, Adam at a fixed rate, 150 steps:
+# enough for the export tests' bar of 80% on the digits test split, which
+# its artifacts must then predict alike.
 TRAINED_LENET_FLAGS = (
     '--dataset_name=digits', '--model_name=lenet', '--clone_on_cpu',
     '--optimizer=adam', '--opt_epsilon=1e-8', '--learning_rate=0.001',
