@@ -22,6 +22,7 @@ from clusters import machine
 from tf2_compat.slim_compat import tf
 from tests import test_all_reduce
 from tests.script_runner import digits_accuracy
+from tests.script_runner import kill_group
 from tests.script_runner import start_script
 from tests.test_cluster_e2e import LAUNCH_TIMEOUT
 from tests.test_cluster_e2e import _Sink
@@ -67,8 +68,7 @@ def _outputs(processes, timeout=LAUNCH_TIMEOUT):
       return [read.result()[0] for read in reads]
     finally:
       for process in processes:
-        if process.poll() is None:
-          os.killpg(process.pid, signal.SIGKILL)
+        kill_group(process)
 
 
 @pytest.fixture(scope='module')
@@ -179,8 +179,7 @@ def test_a_killed_worker_stops_the_other_within_the_timeout(digits_dir,
     waited = time.monotonic() - killed
   finally:
     for process in processes:
-      if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
+      kill_group(process)
   for relay in relays:
     relay.join(timeout=30)
   log = sink.text()
