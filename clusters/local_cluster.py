@@ -42,6 +42,17 @@ def _task(name):
   return job, int(name[len(job):])
 
 
+def _start_process(argv, env, cwd, name):
+  """LocalCluster's default start_task: `argv` in a session of its own,
+  which dies with this process."""
+  del name  # The task's TF_CONFIG in `env` says who it is.
+  return subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+      argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      errors='replace', start_new_session=True,
+      preexec_fn=process_tree.die_with_parent)
+
+
 class LocalCluster:
   """The processes of one cluster on this machine.
 
@@ -72,6 +83,12 @@ class LocalCluster:
       every task is stopped (see clusters/process_tree.py). Only for a
       process whose every child is a task, as the launcher's is: every
       other process below it would be ended too.
+    start_task: how a task's process starts: a callable (argv, env, cwd,
+      name) returning a subprocess.Popen, or an object with its pid,
+      poll(), wait(), send_signal() and a text `stdout` of the task's
+      output and errors, in a process group of its own (the task `name`'s
+      group is what stop() signals). Default: `argv` run in a new session.
+      The tests fork tasks from a Python that has imported TensorFlow.
 
   Raises:
     ValueError: for a cluster of no valid size, a negative budget or grace
@@ -82,7 +99,8 @@ class LocalCluster:
   def __init__(self, command, num_ps, num_workers, env=None, output=None,
                cwd=None, grace_secs=10, ps_restarts=0, max_restarts=0,
                task_memory_mib=machine.TASK_MEMORY_MIB,
-               restart_backoff=None, watch=None, end_leftovers=False):
+               restart_backoff=None, watch=None, end_leftovers=False,
+               start_task=None):
     _check_size(num_ps, num_workers, task_memory_mib)
     restarts.check_seconds('grace_secs', grace_secs, True, 'the time a task has to '
                    'save after SIGTERM, e.g. 10 (0: SIGKILL at once)')
@@ -109,6 +127,7 @@ class LocalCluster:
     self._timeout = self._deadline = None  # wait()'s, and when it ends.
     self._start_number = 0
     self._end_leftovers = end_leftovers
+    self._start_task = start_task or _start_process
     self._groups = set()  # The process group of every task started.
     if raised:
       self.write(raised)
@@ -159,11 +178,7 @@ class LocalCluster:
     env['PYTHONUNBUFFERED'] = '1'
     env.update(self._env)
     env['TF_CONFIG'] = tf_config(self.ps_hosts, self.worker_hosts, job, index)
-    process = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
-        self._command, cwd=self._cwd, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        errors='replace', start_new_session=True,
-        preexec_fn=process_tree.die_with_parent)
+    process = self._start_task(self._command, env, self._cwd, name)
     self.processes[name] = process
     self._groups.add(process.pid)
     self._watch_progress.forget(name)

@@ -16,7 +16,13 @@ DeploymentConfig's counts (TypeError for a non-integer) and the update's
 
 import numbers
 
+import numpy as np
+
 from tf2_compat.slim_compat import tf
+
+# The largest float32: a bound the graph computes in float32 must not pass
+# it (1e39 becomes inf there).
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 # Keras optimizer class name -> the tf.compat.v1.train optimizer doing the
 # same update.
@@ -33,7 +39,7 @@ _TF1_EQUIVALENTS = {
 _OPTIMIZER_EXAMPLE = 'tf.compat.v1.train.GradientDescentOptimizer(0.1)'
 
 
-def _described(value):
+def described(value):
   """'the str 'sgd'', 'a keras.src.optimizers.sgd.SGD': what was given."""
   kind = type(value)
   if kind in (str, bytes, int, float, bool, list, tuple, dict):
@@ -61,7 +67,7 @@ def check_model_fn(model_fn):
     raise TypeError(
         'model_fn must be callable: a function that builds one clone\'s '
         'model and adds its losses (e.g. with tf.losses.*); got %s'
-        % _described(model_fn))
+        % described(model_fn))
 
 
 def check_optimizer(optimizer, function):
@@ -80,7 +86,7 @@ def check_optimizer(optimizer, function):
     raise TypeError(
         'optimizer: Keras optimizers are not supported by %s() (it builds '
         'a graph-mode tf.compat.v1 train op); got %s. Pass %s instead'
-        % (function, _described(optimizer),
+        % (function, described(optimizer),
            'its equivalent tf.compat.v1.train.' + equivalent if equivalent
            else 'a tf.compat.v1.train.Optimizer (e.g. %s)'
            % _OPTIMIZER_EXAMPLE))
@@ -90,7 +96,7 @@ def check_optimizer(optimizer, function):
         'optimizer must be a tf.compat.v1.train.Optimizer (e.g. %s)%s; got %s'
         % (_OPTIMIZER_EXAMPLE,
            ', or None to build only the losses' if function == 'deploy'
-           else '', _described(optimizer)))
+           else '', described(optimizer)))
 
 
 def is_integer(value):
@@ -114,3 +120,27 @@ def check_count(name, value, allow_none=False):
   if not is_integer(value) or value < 1:
     raise ValueError('%s must be an integer >= 1%s, got %r'
                      % (name, ' (or None)' if allow_none else '', value))
+
+
+def is_real(value):
+  """Whether `value` is a real number (a bool is not)."""
+  return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def fits_float32(value):
+  """Whether the number `value` is > 0 and finite in float32."""
+  return 0 < value <= FLOAT32_MAX
+
+
+def check_float32_bound(name, value, none_means):
+  """Raises TypeError unless `value` is a real number (or None, which
+  means `none_means`), ValueError unless fits_float32."""
+  if value is None:
+    return
+  if not is_real(value):
+    raise TypeError('%s must be a number (or None: %s), got %s'
+                    % (name, none_means, described(value)))
+  if not fits_float32(value):
+    raise ValueError('%s must be > 0 and at most %.7g, float32\'s largest '
+                     '(or None: %s), got %r'
+                     % (name, FLOAT32_MAX, none_means, value))

@@ -75,6 +75,8 @@ class UpdateOptions:
 
   Raises:
     ValueError: for a value out of range, naming it and the fix.
+    TypeError: for a value of the wrong kind (clip_gradient_norm='5', a
+      loss_scale that is not a precision.LossScale), naming it.
   """
   accumulation_steps: int = 1
   clip_gradient_norm: typing.Optional[float] = None
@@ -86,16 +88,23 @@ class UpdateOptions:
   def __post_init__(self):
     argument_checks.check_count('accumulation_steps',
                                 self.accumulation_steps)
-    if self.clip_gradient_norm is not None and not (
-        self.clip_gradient_norm > 0):
-      raise ValueError('clip_gradient_norm must be > 0 (or None: no '
-                       'clipping), got %r' % (self.clip_gradient_norm,))
+    # The norm is computed in float32: a bound beyond its range is inf
+    # there, and inf / inf makes every weight NaN.
+    argument_checks.check_float32_bound(
+        'clip_gradient_norm', self.clip_gradient_norm, 'no clipping')
+    if self.loss_scale is not None and not isinstance(
+        self.loss_scale, precision_lib.LossScale):
+      raise TypeError(
+          'loss_scale must be a deployment.precision.LossScale (e.g. '
+          'LossScale(initial_scale=2.0 ** 15)) or None (its defaults), got '
+          '%s' % argument_checks.described(self.loss_scale))
     argument_checks.check_count('replica_averaging_steps',
                                 self.replica_averaging_steps,
                                 allow_none=True)
     argument_checks.check_count('all_reduce_buffer_bytes',
                                 self.all_reduce_buffer_bytes)
-    if self.gradient_compression not in collectives.WIRE_DTYPES:
+    if (not isinstance(self.gradient_compression, str) or
+        self.gradient_compression not in collectives.WIRE_DTYPES):
       raise ValueError('gradient_compression must be one of %s, got %r'
                        % (', '.join(map(repr, collectives.WIRE_DTYPES)),
                           self.gradient_compression))

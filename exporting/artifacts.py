@@ -12,6 +12,11 @@
                 call; int8 inputs and outputs are quantized and dequantized
                 with the file's scales.
 
+A predictor has the artifact's `input_shape` ([batch, height, width,
+channels], batch None for any) and `output_shape` ([batch, classes]), as
+the artifact declares them. A file or folder that is not one of the three
+raises a UsageError naming it.
+
 `num_threads` bounds the threads of each run (the benchmark's latency per
 image is measured on one); None leaves TensorFlow's and LiteRT's defaults.
 """
@@ -19,6 +24,8 @@ image is measured on one); None leaves TensorFlow's and LiteRT's defaults.
 import os
 
 from ai_edge_litert import interpreter as litert
+from google.protobuf import message
+from google.protobuf import text_format
 import numpy as np
 
 from exporting import graph as graph_lib
@@ -38,6 +45,8 @@ class SessionPredictor:
     self._images = images
     self._output = output
     self._batch_size = images.shape[0] or 100
+    self.input_shape = images.shape.as_list()
+    self.output_shape = output.shape.as_list()
 
   def predict(self, images):
     scores = []
@@ -72,6 +81,10 @@ def _frozen_graph(path, num_threads):
   consumed = {name.lstrip('^').split(':')[0]
               for node in graph_def.node for name in node.input}
   sinks = [node.name for node in graph_def.node if node.name not in consumed]
+  names = {node.name for node in graph_def.node}
+  if graph_lib.INPUT_NAME not in names or len(sinks) != 1:
+    raise _not_exported(path, 'frozen graph', 'no one output fed from an '
+                        '`%s` node' % graph_lib.INPUT_NAME)
   graph = tf.Graph()
   with graph.as_default():
     tf.import_graph_def(graph_def, name='')
@@ -100,7 +113,10 @@ def _saved_model(path, num_threads):
   with graph.as_default():
     meta_graph = tf.saved_model.loader.load(
         session, [tf.saved_model.SERVING], saved_model_version_dir(path))
-  signature = meta_graph.signature_def[saved_model.FLOAT_SIGNATURE]
+  signature = meta_graph.signature_def.get(saved_model.FLOAT_SIGNATURE)
+  if signature is None:
+    raise _not_exported(path, 'SavedModel', 'no %r signature' %
+                        saved_model.FLOAT_SIGNATURE)
   return SessionPredictor(
       session, graph.get_tensor_by_name(signature.inputs['images'].name),
       graph.get_tensor_by_name(signature.outputs['probabilities'].name))
@@ -115,6 +131,8 @@ class _LiteRTPredictor:
     self._interpreter.allocate_tensors()
     self._input = self._interpreter.get_input_details()[0]
     self._output = self._interpreter.get_output_details()[0]
+    self.input_shape = [int(n) for n in self._input['shape']]
+    self.output_shape = [int(n) for n in self._output['shape']]
 
   def predict(self, images):
     scores = []
@@ -157,13 +175,36 @@ def kind(path):
   return 'TFLite' if path.endswith('.tflite') else 'frozen graph'
 
 
+def _not_exported(path, artifact_kind, reason):
+  return UsageError(
+      '--exported_model=%s cannot be read as a %s (%s); give a frozen '
+      'graph, SavedModel or .tflite file that export_inference_graph.py '
+      'wrote' % (path, artifact_kind, reason))
+
+
+# What reading a file of another kind raises: protobuf's parse errors (a
+# .pb of random bytes, of text), LiteRT's ValueError (a .tflite that is
+# not one), TensorFlow's (a SavedModel it cannot load), a file that is not
+# text.
+_UNREADABLE = (message.DecodeError, text_format.ParseError,
+               UnicodeDecodeError, ValueError, RuntimeError, OSError,
+               tf.errors.OpError)
+
+
 def load(path, num_threads=None):
   """A predictor of the artifact at `path`: predictor.predict(images
   float32 [n, size, size, channels]) -> scores [n, num_classes].
 
   Raises:
     UsageError: nothing at `path`, a graph that is not frozen, a folder
-      without a SavedModel.
+      without a SavedModel, a file or folder that is not an artifact of
+      export_inference_graph.py.
   """
-  return {'SavedModel': _saved_model, 'TFLite': _LiteRTPredictor,
-          'frozen graph': _frozen_graph}[kind(path)](path, num_threads)
+  artifact_kind = kind(path)
+  loader = {'SavedModel': _saved_model, 'TFLite': _LiteRTPredictor,
+            'frozen graph': _frozen_graph}[artifact_kind]
+  try:
+    return loader(path, num_threads)
+  except _UNREADABLE as error:
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    raise _not_exported(path, artifact_kind, reason[:200]) from None

@@ -90,6 +90,14 @@ class ExportConfig:
                                   self.labels_offset)
 
 
+def _overlap(path, other):
+  """Whether writing to `path` and to `other` touches the same file: the
+  same path, or one inside the other (a SavedModel is a folder), links
+  resolved."""
+  path, other = os.path.realpath(path), os.path.realpath(other)
+  return os.path.commonpath([path, other]) in (path, other)
+
+
 def _check_outputs(f, problems):
   """At least one output, each a new path that can be written."""
   problems.check(
@@ -98,12 +106,21 @@ def _check_outputs(f, problems):
       '--tflite_file')
   version_dir = (os.path.join(f.saved_model_dir, str(f.saved_model_version))
                  if f.saved_model_dir else None)
-  for flag, path in (('output_file', f.output_file),
-                     ('saved_model_dir', version_dir),
-                     ('tflite_file', f.tflite_file)):
-    found = path and outputs.problem(flag, path)
+  paths = [(flag, path) for flag, path in (('output_file', f.output_file),
+                                           ('saved_model_dir', version_dir),
+                                           ('tflite_file', f.tflite_file))
+           if path]
+  for flag, path in paths:
+    found = outputs.problem(flag, path)
     if found:
       problems.add(found)
+  for index, (flag, path) in enumerate(paths):
+    for other_flag, other_path in paths[index + 1:]:
+      problems.check(
+          not _overlap(path, other_path),
+          '--%s=%s and --%s=%s would write over each other: give each '
+          'output a path of its own, none inside another'
+          % (flag, getattr(f, flag), other_flag, getattr(f, other_flag)))
   for flag in ('saved_model_dir', 'tflite_file'):
     problems.check(
         not getattr(f, flag) or f.checkpoint_path,

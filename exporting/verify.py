@@ -46,6 +46,31 @@ def checkpoint_predictor(config, input_shape, num_threads=None):
                                     end_points['Predictions'])
 
 
+def _check_fits(predictor, path, image_shape, num_classes):
+  """Raises a UsageError unless the artifact takes images of `image_shape`
+  ([height, width, channels], as the flags preprocess them) and gives
+  scores of `num_classes` classes."""
+  taken = predictor.input_shape[1:]
+  if taken != image_shape:
+    raise UsageError(
+        '--exported_model=%s takes images of %s (height, width, channels); '
+        'the flags give %s (--model_name\'s preprocessing at '
+        '--eval_image_size, or at its default): export at that size '
+        '(--image_size), or evaluate at the artifact\'s with '
+        '--eval_image_size'
+        % (path, _shape(taken), _shape(image_shape)))
+  if predictor.output_shape[1:] != [num_classes]:
+    raise UsageError(
+        '--exported_model=%s gives outputs of %s per image, not scores of '
+        'the %d classes of the dataset (with --labels_offset): export it '
+        'without --final_endpoint, from a checkpoint of this dataset'
+        % (path, _shape(predictor.output_shape[1:]), num_classes))
+
+
+def _shape(dims):
+  return 'x'.join('?' if n is None else str(n) for n in dims) or 'scalar'
+
+
 def compare(config, exported_model):
   """Evaluates `exported_model` and config's checkpoint on config's split.
 
@@ -65,6 +90,8 @@ def compare(config, exported_model):
   limit = (config.max_num_batches * config.inputs.batch_size
            if config.max_num_batches else None)
   images, labels = split_images.read(config.inputs, config.model, limit)
+  _check_fits(predictor, exported_model, list(images.shape[1:]),
+              config.model.num_classes)
   if labels.size == 0:
     raise UsageError('split %s of %s is empty' % (
         config.inputs.dataset_split_name, config.inputs.dataset_name))

@@ -224,9 +224,11 @@ def test_cluster_runs_window_needs_two_step_lines_after_the_warmup():
 @pytest.mark.slow
 def test_cluster_throughput_writes_its_result_file(tmp_path, digits_dir):
   # Alone, and the two clusters furthest apart: through a ps, all-reduce.
+  # 12 steps, logged every 4: the window needs 2 step lines from step 4
+  # on. A batch of 8 computes less; each step still moves all the weights.
   path = cluster_throughput.main([
-      '--rounds=1', '--steps=24', '--warmup_steps=8', '--log_every=4',
-      '--setups=1 ps + 1 worker,2 workers all-reduce',
+      '--rounds=1', '--steps=12', '--warmup_steps=4', '--log_every=4',
+      '--batch_size=8', '--setups=1 ps + 1 worker,2 workers all-reduce',
       '--dataset_dir=%s' % digits_dir, '--results_dir=%s' % tmp_path])
   lines = assert_result_file(path, tmp_path, 'cluster_throughput',
                              'What going through a ps costs')

@@ -1,9 +1,10 @@
 """Clusters of real ps and worker processes on 127.0.0.1, end to end.
 
 Every process runs with one intra-op and one inter-op thread, tiny batches
-and few steps; each launch is bounded by the launcher's --timeout and a
-subprocess timeout, and whatever is left of it is killed afterwards. Runs
-that several tests read are made once per module.
+and few steps; each run is bounded by a timeout, and whatever is left of it
+is killed afterwards. The tasks are forked from the tests' warm Python
+(_start_warm) unless the launcher's command line is what a test is about.
+Runs that several tests read are made once per module.
 """
 
 import collections
@@ -15,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -40,25 +40,15 @@ LAUNCH_TIMEOUT = 150
 STEP_LINE = re.compile(r'^\[(worker\d+)\] INFO:tensorflow:step (\d+): loss',
                        re.M)
 
-# `python -c PER_TASK train_image_classifier.py ARGS` runs the script with
-# '{task}' in ARGS replaced by the task's name (ps0, worker1), so that each
-# task has a train_dir of its own and every file there shows who wrote it.
-# docs/clusters.md asks only the chief's train_dir to be the shared one.
-PER_TASK = textwrap.dedent("""\
-    import json, os, sys
-    task = json.loads(os.environ['TF_CONFIG'])['task']
-    name = '%s%d' % (task['type'], task['index'])
-    os.execv(sys.executable, [sys.executable] +
-             [arg.replace('{task}', name) for arg in sys.argv[1:]])
-    """)
-
-
-def _train_args(dataset_dir, train_dir, steps, *extra):
+def _train_args(dataset_dir, train_dir, steps, *extra, save_interval_secs=1):
+  """The training script's flags; `save_interval_secs=0` saves only at the
+  end, for runs whose tests read no checkpoint but the last."""
   return ['--dataset_name=digits', '--dataset_dir=%s' % dataset_dir,
           '--model_name=lenet', '--clone_on_cpu', '--batch_size=8',
           '--optimizer=sgd', '--learning_rate=0.01',
           '--max_number_of_steps=%d' % steps, '--log_every_n_steps=1',
-          '--save_interval_secs=1', '--save_summaries_secs=600',
+          '--save_interval_secs=%d' % save_interval_secs,
+          '--save_summaries_secs=600',
           '--non_chief_wait_secs=1', '--num_readers=1',
           '--num_preprocessing_threads=1',
           '--train_dir=%s' % train_dir] + list(extra)
@@ -143,6 +133,39 @@ def _run_to_end(log_path, num_ps, num_workers, args, program=(TRAIN,),
   return launched.log()
 
 
+def _start_warm(argv, env, cwd, name):
+  """LocalCluster's start_task for these tests: the task forked from the
+  tests' warm Python (tests/script_runner.py) instead of a fresh
+  interpreter, which would import TensorFlow again: 7-8 s of CPU per task,
+  more than most of these runs train. Tests about the launcher's own
+  command line (its exit status on SIGTERM) run `python -m clusters.launch`
+  instead (_Launch).
+
+  '{task}' in the script's arguments becomes the task's name (ps0,
+  worker1), so that each task can have a train_dir of its own and every
+  file there shows who wrote it (docs/clusters.md asks only the chief's
+  train_dir to be the shared one).
+  """
+  del cwd  # start_script runs from the repository, as LocalCluster's cwd.
+  script, args = argv[1], argv[2:]
+  return start_script(script, *[arg.replace('{task}', name) for arg in args],
+                      env=env)
+
+
+def _warm_run(num_ps, num_workers, args, timeout=LAUNCH_TIMEOUT, **kwargs):
+  """Runs a warm LocalCluster (_local_cluster) of the training script with
+  `args` until every worker finished, or `timeout` seconds; returns its
+  log. `kwargs` go to LocalCluster."""
+  local, sink = _local_cluster(args, num_ps, num_workers, **kwargs)
+  try:
+    local.start()
+    status = local.wait(timeout=timeout)
+  finally:
+    local.stop()
+  assert status == 0, sink.text()[-4000:]
+  return sink.text()
+
+
 def _local_steps(log):
   """{worker: training steps it ran}, from its progress lines.
 
@@ -170,10 +193,8 @@ ClusterRun = collections.namedtuple('ClusterRun', ['log', 'train_dir'])
 def async_run(digits_dir, tmp_path_factory):
   base = tmp_path_factory.mktemp('async')
   train_dirs = str(base / 'train')
-  log = _run_to_end(
-      str(base / 'launch.log'), 2, 2,
-      _train_args(digits_dir, os.path.join(train_dirs, '{task}'), 40),
-      program=('-c', PER_TASK, TRAIN))
+  log = _warm_run(2, 2, _train_args(
+      digits_dir, os.path.join(train_dirs, '{task}'), 40))
   return ClusterRun(log, train_dirs)
 
 
@@ -262,9 +283,9 @@ def _most_steps_using_every_gradient(final, num_workers):
 def test_sync_two_workers_one_global_step_per_two_worker_steps(
     digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  log = _run_to_end(str(tmp_path / 'launch.log'), 1, 2, _train_args(
+  log = _warm_run(1, 2, _train_args(
       digits_dir, train_dir, 12, '--sync_replicas',
-      '--replicas_to_aggregate=2'))
+      '--replicas_to_aggregate=2', save_interval_secs=0))
 
   # Which worker computed a step's 2 gradients is up to timing: the chief's
   # initial tokens even let it fill a step alone. One more step may
@@ -284,9 +305,10 @@ def test_sync_two_workers_one_global_step_per_two_worker_steps(
 def backup_run(digits_dir, tmp_path_factory):
   base = tmp_path_factory.mktemp('backup')
   train_dir = str(base / 'train')
-  log = _run_to_end(str(base / 'launch.log'), 2, 3, _train_args(
+  log = _warm_run(2, 3, _train_args(
       digits_dir, train_dir, 20, '--sync_replicas',
-      '--replicas_to_aggregate=2', '--ps_strategy=by_size'))
+      '--replicas_to_aggregate=2', '--ps_strategy=by_size',
+      save_interval_secs=0))
   return ClusterRun(log, train_dir)
 
 
@@ -351,15 +373,15 @@ class _Sink:
           ''.join(self._lines)[-4000:])
 
 
-def _local_cluster(digits_dir, train_dir, steps, num_ps, num_workers,
-                   **kwargs):
-  """A LocalCluster of the training script, with its _Sink."""
+def _local_cluster(args, num_ps, num_workers, **kwargs):
+  """A LocalCluster of the training script with `args`, its tasks forked
+  from the warm Python (_start_warm), and its _Sink."""
   sink = _Sink()
-  env = dict(script_env(), TF_NUM_INTRAOP_THREADS='1',
-             TF_NUM_INTEROP_THREADS='1')
   local = launch.LocalCluster(
-      [TRAIN] + _train_args(digits_dir, train_dir, steps), num_ps,
-      num_workers, env=env, output=sink, cwd=REPO, grace_secs=5, **kwargs)
+      [TRAIN] + list(args), num_ps, num_workers,
+      env={'TF_NUM_INTRAOP_THREADS': '1', 'TF_NUM_INTEROP_THREADS': '1'},
+      output=sink, cwd=REPO, grace_secs=5, start_task=_start_warm,
+      **kwargs)
   return local, sink
 
 
@@ -391,7 +413,8 @@ MID_RUN_STEPS = 100
 def test_async_chief_finishes_when_a_non_chief_is_killed(digits_dir,
                                                          tmp_path):
   train_dir = str(tmp_path / 'train')
-  local, sink = _local_cluster(digits_dir, train_dir, MID_RUN_STEPS, 1, 2)
+  local, sink = _local_cluster(_train_args(
+      digits_dir, train_dir, MID_RUN_STEPS, save_interval_secs=0), 1, 2)
   try:
     _run_until_worker1_trains(local, sink)
     os.killpg(local.processes['worker1'].pid, signal.SIGKILL)
@@ -413,8 +436,9 @@ def test_async_chief_finishes_when_a_non_chief_is_killed(digits_dir,
 @pytest.mark.slow
 def test_async_run_ends_when_a_non_chief_is_stopped(digits_dir, tmp_path):
   train_dir = str(tmp_path / 'train')
-  local, sink = _local_cluster(digits_dir, train_dir, MID_RUN_STEPS, 1, 2,
-                               watch=task_watch.TaskWatch(finish_timeout=5))
+  local, sink = _local_cluster(
+      _train_args(digits_dir, train_dir, MID_RUN_STEPS, save_interval_secs=0),
+      1, 2, watch=task_watch.TaskWatch(finish_timeout=5))
   try:
     _run_until_worker1_trains(local, sink)
     worker1 = local.processes['worker1']
@@ -448,7 +472,7 @@ def test_async_workers_recover_from_a_restarted_ps_task(digits_dir,
   # 200 steps: a non-chief polls for the chief's restore every second; on a
   # busy machine the chief alone ran the 75 steps left of an 80-step run
   # before the other worker was back.
-  local, sink = _local_cluster(digits_dir, train_dir, 200, 1, 2,
+  local, sink = _local_cluster(_train_args(digits_dir, train_dir, 200), 1, 2,
                                ps_restarts=1)
   killed = {}
 
@@ -521,8 +545,8 @@ def test_stopped_cluster_resumes_from_chiefs_last_checkpoint(
   assert ('[worker0] INFO:tensorflow:SIGTERM: stopped; saved %s/model.ckpt-'
           '%d\n' % (train_dir, stopped_at)) in first.log(), first.log()[-4000:]
 
-  log = _run_to_end(str(tmp_path / 'resume.log'), 1, 2, _train_args(
-      digits_dir, train_dir, stopped_at + 5))
+  log = _warm_run(1, 2, _train_args(digits_dir, train_dir, stopped_at + 5,
+                                    save_interval_secs=0))
   assert ('[worker0] INFO:tensorflow:Restoring parameters from %s/model.ckpt-'
           '%d\n' % (train_dir, stopped_at)) in log
   # 5 more steps, passed by at most 2 as in the asynchronous run above.

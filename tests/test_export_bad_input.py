@@ -148,6 +148,46 @@ def test_existing_or_unwritable_outputs_are_refused(tmp_path):
   assert existing.read_bytes() == b'kept'
 
 
+# Each artifact was written, then the next one over it: one file left of
+# two reported, or a traceback half-way.
+@pytest.mark.parametrize('values, line', [
+    (dict(output_file='OUT/m', tflite_file='OUT/m'),
+     '--output_file=OUT/m and --tflite_file=OUT/m would write over each '
+     'other: give each output a path of its own, none inside another'),
+    (dict(output_file='OUT/d/1', saved_model_dir='OUT/d'),
+     '--output_file=OUT/d/1 and --saved_model_dir=OUT/d would write over '
+     'each other: give each output a path of its own, none inside another'),
+    (dict(output_file='OUT/d/1/g.pb', saved_model_dir='OUT/d',
+          tflite_file='OUT/m.tflite'),
+     '--output_file=OUT/d/1/g.pb and --saved_model_dir=OUT/d would write '
+     'over each other: give each output a path of its own, none inside '
+     'another'),
+    (dict(saved_model_dir='OUT/d', tflite_file='OUT/d/./1/m.tflite'),
+     '--saved_model_dir=OUT/d and --tflite_file=OUT/d/./1/m.tflite would '
+     'write over each other: give each output a path of its own, none '
+     'inside another'),
+])
+def test_outputs_that_would_write_over_each_other_are_refused(
+    untrained, tmp_path, values, line):
+  values = {name: value.replace('OUT', str(tmp_path))
+            for name, value in values.items()}
+  values.setdefault('output_file', '')
+  with pytest.raises(UsageError) as raised:
+    config_lib.export_config(export_flags(checkpoint_path=untrained,
+                                          **values))
+  assert raised.value.lines == (line.replace('OUT', str(tmp_path)),)
+  assert os.listdir(str(tmp_path)) == []
+
+
+def test_outputs_side_by_side_are_accepted(untrained, tmp_path):
+  config = config_lib.export_config(export_flags(
+      checkpoint_path=untrained, output_file=str(tmp_path / 'd' / 'g.pb'),
+      saved_model_dir=str(tmp_path / 'd'),
+      tflite_file=str(tmp_path / 'd' / '2')))
+  assert config.saved_model_path == str(tmp_path / 'd' / '1')
+  assert config.tflite_file == str(tmp_path / 'd' / '2')
+
+
 def test_a_new_saved_model_version_beside_the_old_is_accepted(untrained,
                                                              tmp_path):
   (tmp_path / 'serving' / '1').mkdir(parents=True)

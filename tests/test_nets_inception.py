@@ -104,7 +104,8 @@ def _deploy(name, sync_batch_norm):
   the training script's losses (the auxiliary logits' weighted 0.4) and
   Adam; layers in float16 (loss scale 128), gradients accumulated over
   2 micro-steps, batch norm synced over the clones if asked. Returns the
-  DeployedModel and the session config of its devices."""
+  DeployedModel and the session config of its devices, Grappler's
+  rewrites off (adam_update.without_graph_rewrites)."""
   tf.set_random_seed(0)
   config = model_deploy.DeploymentConfig(
       num_clones=2, clone_on_cpu=True, separate_cpu_devices=True)
@@ -132,7 +133,8 @@ def _deploy(name, sync_batch_norm):
       update=update.UpdateOptions(
           loss_scale=precision.LossScale(initial_scale=128.0),
           accumulation_steps=2))
-  return model, model_deploy.session_config(config)
+  return model, adam_update.without_graph_rewrites(
+      model_deploy.session_config(config))
 
 
 def _trainable_at_image_size(name):
@@ -204,6 +206,33 @@ def test_two_cpu_clones_train_in_float16_with_accumulation(
                                after, first_moments, 1e-4)
 
 
+def _published_values(variables, checkpoint):
+  """Writes to `checkpoint` the variables of `variables`' network as a
+  1001-class checkpoint has them: same names and shapes, but 1001 classes
+  in the classifiers (tests/test_nets.py checks those against a 1001-class
+  build); random values in [0.5, 1.5], which no initializer gives, the
+  moving statistics too. Returns them by name.
+
+  Written by SaveV2 from fed values: a second build of the network, at
+  1001 classes, would take as long as the one the test needs."""
+  rng = np.random.RandomState(0)
+  saved = {}
+  for variable in variables:
+    shape = variable.shape.as_list()
+    if '/Logits/Logits/' in variable.op.name:
+      shape[-1] = 1001
+    saved[variable.op.name] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
+  names = sorted(saved)
+  with tf.Graph().as_default():
+    values = [tf.placeholder(tf.float32, saved[name].shape) for name in names]
+    save = tf.raw_ops.SaveV2(prefix=checkpoint, tensor_names=names,
+                             shape_and_slices=[''] * len(names),
+                             tensors=values)
+    with tf.Session() as sess:
+      sess.run(save, dict(zip(values, (saved[name] for name in names))))
+  return saved
+
+
 @pytest.mark.slow
 def test_fine_tuning_inception_resnet_v2_restores_all_but_the_classifiers(
     tmp_path):
@@ -212,29 +241,11 @@ def test_fine_tuning_inception_resnet_v2_restores_all_but_the_classifiers(
   exclude = fine_tune.split_scopes(
       'InceptionResnetV2/Logits,InceptionResnetV2/AuxLogits')
   checkpoint = str(tmp_path / 'model.ckpt')
-  rng = np.random.RandomState(0)
-  with tf.Graph().as_default():
-    nets_factory.get_network_fn('inception_resnet_v2', 1001,
-                                is_training=True)(
-                                    tf.zeros([1, IMAGE_SIZE, IMAGE_SIZE, 3]))
-    # Values that no initializer gives, the moving statistics too.
-    variables = tf.global_variables()
-    saved = {variable.op.name: rng.uniform(
-        0.5, 1.5, variable.shape.as_list()).astype(np.float32)
-             for variable in variables}
-    with tf.Session() as sess:
-      # Their initializers fed in one run, as Variable.load feeds each: a
-      # run per variable (900 of them) would prune the whole graph each
-      # time, minutes in all.
-      sess.run([variable.initializer for variable in variables],
-               {variable.initializer.inputs[1]: saved[variable.op.name]
-                for variable in variables})
-      tf.train.Saver().save(sess, checkpoint)
-
   with tf.Graph().as_default():
     nets_factory.get_network_fn('inception_resnet_v2', NUM_CLASSES,
                                 is_training=True)(
                                     tf.zeros([1, IMAGE_SIZE, IMAGE_SIZE, 3]))
+    saved = _published_values(tf.global_variables(), checkpoint)
     with pytest.raises(UsageError, match=(
         r'variable InceptionResnetV2/(Aux)?Logits/Logits/weights has shape '
         r'\[(768|1536), 5\] in the model but \[(768|1536), 1001\] in '

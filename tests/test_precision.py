@@ -152,10 +152,13 @@ def test_the_update_is_unscaled(graph):
 @pytest.mark.parametrize('kwargs,message', [
     (dict(precision='float64'), "precision must be one of float32, "
      "mixed_float16, mixed_bfloat16, got 'float64'"),
-    (dict(loss_scale='given'), "loss_scale is for precision='mixed_float16', "
-     "got precision='float32'"),
+    (dict(loss_scale=precision.LossScale), "loss_scale is for "
+     "precision='mixed_float16', got precision='float32'"),
 ])
 def test_bad_precision_options(graph, kwargs, message):
+  # A LossScale makes variables: made here, in the test's graph.
+  kwargs = {name: value() if value is precision.LossScale else value
+            for name, value in kwargs.items()}
   with pytest.raises(ValueError, match=re.escape(message)):
     model_deploy.deploy(model_deploy.DeploymentConfig(clone_on_cpu=True),
                         lambda: tf.losses.add_loss(tf.constant(1.0)),

@@ -379,8 +379,13 @@ def test_run_config_and_its_parts_are_read_only(digits_dir):
 @pytest.mark.parametrize('argv,line', [
     (['--accumulation_steps=0'], '--accumulation_steps must be >= 1 (1: no '
      'accumulation), got 0'),
-    (['--clip_gradient_norm=-1'], '--clip_gradient_norm must be > 0 (leave '
-     'it unset for no clipping), got -1.0'),
+    (['--clip_gradient_norm=-1'], '--clip_gradient_norm must be > 0 and at '
+     'most 3.402823e+38, float32\'s largest (leave it unset for no '
+     'clipping), got -1.0'),
+    # Finite in float64, inf in the float32 graph: every weight NaN.
+    (['--clip_gradient_norm=1e39'], '--clip_gradient_norm must be > 0 and at '
+     'most 3.402823e+38, float32\'s largest (leave it unset for no '
+     'clipping), got 1e+39'),
 ])
 def test_bad_accumulation_and_clipping_flags(digits_dir, argv, line):
   with pytest.raises(UsageError) as error:

@@ -185,8 +185,15 @@ README_CASES = {
                           'error: --precision=float8 is not known; use one of '
                           'float32, mixed_float16, mixed_bfloat16'),
     'negative clip norm': (['--clip_gradient_norm=-1'],
-                           'error: --clip_gradient_norm must be > 0 (leave it '
+                           'error: --clip_gradient_norm must be > 0 and at '
+                           'most 3.402823e+38, float32\'s largest (leave it '
                            'unset for no clipping), got -1.0'),
+    # Finite in float64, inf in the float32 graph: every weight went NaN.
+    'clip norm beyond float32': (['--clip_gradient_norm=1e39'],
+                                 'error: --clip_gradient_norm must be > 0 and '
+                                 'at most 3.402823e+38, float32\'s largest '
+                                 '(leave it unset for no clipping), got '
+                                 '1e+39'),
     'missing checkpoint_path': (['--checkpoint_path=/nonexistent/model.ckpt-1'],
                                 'error: --checkpoint_path=/nonexistent/'
                                 'model.ckpt-1 does not exist'),

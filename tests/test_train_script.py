@@ -70,17 +70,19 @@ def test_trains_two_clones_then_evaluates(digits_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_resumes_from_latest_checkpoint(digits_dir, tmp_path):
+def test_resumes_from_latest_checkpoint(trained_lenet, digits_dir, tmp_path):
   # Each run costs its start (the graph, the session, the first and last
-  # checkpoints), not its steps: two steps each show the resume.
+  # checkpoints), not its steps: the shared LeNet's train_dir stands for a
+  # first run (a copy: this one writes), and two steps show the resume.
   train_dir = str(tmp_path / 'train')
-  _assert_ok(run_script(TRAIN, *_train_flags(digits_dir, train_dir, 2)))
-  assert _checkpoint_step(train_dir) == 2
-  result = run_script(TRAIN, *_train_flags(digits_dir, train_dir, 4))
+  shutil.copytree(trained_lenet, train_dir)
+  step = _checkpoint_step(train_dir)
+  assert step
+  result = run_script(TRAIN, *_train_flags(digits_dir, train_dir, step + 2))
   _assert_ok(result)
-  assert 'Restoring parameters from %s/model.ckpt-2\n' % train_dir in (
-      result.stdout)
-  assert _checkpoint_step(train_dir) == 4
+  assert 'Restoring parameters from %s/model.ckpt-%d\n' % (
+      train_dir, step) in result.stdout
+  assert _checkpoint_step(train_dir) == step + 2
 
 
 @pytest.mark.slow

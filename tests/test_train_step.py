@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from deployment import model_deploy
+from deployment import precision
 from deployment import update
 from tf2_compat.slim_compat import slim, tf
 
@@ -118,14 +119,20 @@ def test_update_and_a_flat_argument_together_are_refused(graph):
     # Options newer than the flat arguments come only in an UpdateOptions.
     (dict(gradient_compression='fp16'), TypeError,
      "deploy() got an unexpected keyword argument 'gradient_compression'"),
-    (dict(update=update.UpdateOptions(loss_scale=object())), ValueError,
-     "loss_scale is for precision='mixed_float16', got precision='float32'"),
     (dict(update=update.UpdateOptions(replica_averaging_steps=2)),
      ValueError, 'replica_averaging_steps=2 needs all-reduce replicas'),
 ])
 def test_bad_update_is_refused_with_its_fix(graph, kwargs, error, message):
   with pytest.raises(error, match=re.escape(message)):
     _deploy(**kwargs)
+
+
+def test_a_loss_scale_without_mixed_float16_is_refused(graph):
+  options = update.UpdateOptions(loss_scale=precision.LossScale())
+  with pytest.raises(ValueError, match=re.escape(
+      "loss_scale is for precision='mixed_float16', got "
+      "precision='float32'")):
+    _deploy(update=options)
 
 
 def test_loss_is_scaled_before_the_clone_sum_and_unscaled_after(graph):

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from deployment import model_deploy
@@ -67,3 +68,34 @@ def test_session_config_function_is_the_configs_method(config):
   assert model_deploy.session_config(config, allow_soft_placement=True) == (
       config.session_config(allow_soft_placement=True))
   assert isinstance(config.session_config(), tf.ConfigProto)
+
+
+# A bound beyond float32 is inf in the graph: every weight went NaN after
+# one step, without a word, before UpdateOptions refused it.
+@pytest.mark.parametrize('kwargs,error,message', [
+    (dict(clip_gradient_norm=float('inf')), ValueError,
+     r"clip_gradient_norm must be > 0 and at most 3.402823e\+38, float32's "
+     r'largest \(or None: no clipping\), got inf'),
+    (dict(clip_gradient_norm=1e39), ValueError, r'got 1e\+39'),
+    (dict(clip_gradient_norm=float('nan')), ValueError, 'got nan'),
+    (dict(clip_gradient_norm='5'), TypeError,
+     r"clip_gradient_norm must be a number \(or None: no clipping\), got "
+     r"the str '5'"),
+    (dict(clip_gradient_norm=True), TypeError, 'got the bool True'),
+    (dict(loss_scale=2.0), TypeError,
+     r'loss_scale must be a deployment.precision.LossScale .*, got the '
+     r'float 2.0'),
+    (dict(gradient_compression=16), ValueError,
+     "gradient_compression must be one of 'none', 'fp16', 'bf16', got 16"),
+])
+def test_a_value_of_the_wrong_kind_or_beyond_float32_is_named(kwargs, error,
+                                                               message):
+  with pytest.raises(error, match=message):
+    update.UpdateOptions(**kwargs)
+
+
+def test_the_largest_float32_clipping_norm_is_taken():
+  norm = float(np.finfo(np.float32).max)
+  assert update.UpdateOptions(clip_gradient_norm=norm).clip_gradient_norm == (
+      norm)
+  assert update.UpdateOptions(clip_gradient_norm=5).clip_gradient_norm == 5

@@ -16,10 +16,14 @@ import pytest
 from tf2_compat.slim_compat import tf
 from tests.script_runner import REPO, script_env
 
+# 80 steps of 64 digits (3.6 epochs) clear MIN_ACCURACY: test accuracy
+# after 80 steps 0.9806, 0.9722 (TF_ENABLE_ONEDNN_OPTS=0), 0.9722, 0.9694,
+# 0.9861 (=1); after 60 steps 0.9639 to 0.9833; after 120, 0.9722-0.9833.
+STEPS = 80
 TRAIN_FLAGS = [
     '--dataset_name=digits', '--model_name=lenet', '--num_clones=2',
     '--clone_on_cpu', '--batch_size=32', '--optimizer=adam',
-    '--learning_rate=0.002', '--max_number_of_steps=120',
+    '--learning_rate=0.002', '--max_number_of_steps=%d' % STEPS,
     '--log_every_n_steps=100', '--save_summaries_secs=20',
     '--save_interval_secs=60', '--shuffle_seed=1',
 ]
@@ -53,7 +57,8 @@ def test_train_and_evaluate_through_run_slim(digits_dir, tmp_path):
                    '--dataset_dir=' + digits_dir, '--train_dir=' + train_dir,
                    *TRAIN_FLAGS)
   assert 'Recording summary at step' in output        # Supervisor threads
-  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-120')
+  assert tf.train.latest_checkpoint(train_dir).endswith(
+      'model.ckpt-%d' % STEPS)
   output = _python('-m', 'tf2_compat.run_slim', 'tests/upstream_style_eval.py',
                    '--dataset_dir=' + digits_dir,
                    '--checkpoint_path=' + train_dir,
@@ -87,7 +92,8 @@ def test_train_by_plain_import_then_evaluate_by_plain_python(
   output = _python('-c', PLAIN_IMPORT, '--dataset_dir=' + digits_dir,
                    '--train_dir=' + train_dir, *TRAIN_FLAGS)
   assert 'plain import: trained, still eager' in output
-  assert tf.train.latest_checkpoint(train_dir).endswith('model.ckpt-120')
+  assert tf.train.latest_checkpoint(train_dir).endswith(
+      'model.ckpt-%d' % STEPS)
   output = _python('tests/upstream_style_eval.py',
                    '--dataset_dir=' + digits_dir,
                    '--checkpoint_path=' + train_dir,

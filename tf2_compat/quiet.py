@@ -156,8 +156,14 @@ def native_stderr_filtered():
       pass  # Something started in the block still holds the pipe.
 
 
-def import_tensorflow():
+def import_tensorflow(eager=True):
   """Imports TensorFlow and finds its devices with NATIVE_NOISE filtered.
+
+  eager=False switches the process to graph mode
+  (tf.compat.v1.disable_eager_execution) before the devices are found:
+  finding them sets up the eager context, and a switch after that leaves
+  it half eager (variables made in a tf.cond branch then fail with
+  "Attempting to capture an EagerTensor without building a function").
 
   Sets the defaults TF_CPP_MIN_LOG_LEVEL=2 and TF_USE_LEGACY_KERAS=1 first,
   for the variables the user has not set.
@@ -175,6 +181,8 @@ def import_tensorflow():
     return
   with native_stderr_filtered():
     import tensorflow  # pylint: disable=g-import-not-at-top
+    if not eager:
+      tensorflow.compat.v1.disable_eager_execution()
     tensorflow.config.list_physical_devices('GPU')
 
 

@@ -110,6 +110,10 @@ def install(tree, disable_eager_execution=False, tf1=False):
     The builtins the script runs with.
   """
   # pylint: disable=g-import-not-at-top
+  from tf2_compat import quiet
+  # Graph mode from the import on, when the script asks for it (see
+  # quiet.import_tensorflow); the switch below covers an earlier import.
+  quiet.import_tensorflow(eager=not (disable_eager_execution or tf1))
   from tf2_compat import contrib_stubs
   from tf2_compat.slim_compat import tf
   contrib_stubs.install()

@@ -10,7 +10,8 @@ the checkpoint's index alone, before any session exists:
     it too, with its own exclusions).
   * `check_resume` / `check_eval` / `check_export`: a UsageError naming
     the first one, the checkpoint, and the flags it was trained with when
-    they can be told:
+    they can be told (a resume is also refused when the checkpoint holds
+    variables the graph lacks: its next checkpoints would drop them):
     --model_name from the network scope of its variables,
     --dataset_name and --labels_offset from its saved input layout
     (training/input_position.py), against the run's `Choices`.
@@ -141,13 +142,56 @@ def _check(checkpoint, variables, choices, chosen_by, verb, other_way):
           other_way))
 
 
+# Variables a checkpoint can hold that a run's flags may not build, by a
+# part of their names, and the flag that builds them.
+_BUILT_BY = (
+    ('/ExponentialMovingAverage', '--moving_average_decay'),
+    ('_quant/', '--quantize_delay'),
+    ('loss_scale/', '--precision=mixed_float16'),
+)
+
+
+def not_restored(checkpoint, variables):
+  """The names of the variables in `checkpoint` that none of `variables`
+  restores, sorted; the input's position (tf.data iterator states and
+  training/input_position.py's variables, which every run saves) aside."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  wanted = by_checkpoint_name(variables)
+  return sorted(name for name, dtype in
+                reader.get_variable_to_dtype_map().items()
+                if name not in wanted and dtype != tf.variant and
+                name not in (input_position.LAYOUT_NAME,
+                             input_position.FILES_NAME))
+
+
+def _check_nothing_dropped(train_dir, checkpoint, variables):
+  """Raises UsageError if `checkpoint` holds variables that `variables`
+  lack: the run would save its next checkpoints without them."""
+  dropped = not_restored(checkpoint, variables)
+  if not dropped:
+    return
+  flags = sorted({flag for name in dropped for part, flag in _BUILT_BY
+                  if part in name})
+  raise UsageError(
+      '--train_dir=%s: checkpoint %s holds %d variable(s) that these flags '
+      'do not build (%s%s); resuming would save the next checkpoints '
+      'without them. %s, or give another --train_dir' % (
+          train_dir, checkpoint, len(dropped), dropped[0],
+          ', ...' if len(dropped) > 1 else '',
+          'It was trained with %s: resume with %s' % (
+              ' '.join(flags), 'it' if len(flags) == 1 else 'them')
+          if flags else 'Resume with the flags it was trained with'))
+
+
 def check_resume(train_dir, checkpoint, variables, choices):
   """Raises UsageError unless `checkpoint` (train_dir's latest) restores
-  `variables`, the built graph's global variables; `choices` are the
-  run's Choices."""
+  `variables`, the built graph's global variables, and holds no variable
+  they lack (a resume without --moving_average_decay would save its
+  checkpoints without the averages); `choices` are the run's Choices."""
   _check(checkpoint, variables, choices, '--train_dir=%s' % train_dir,
          'resume', 'give another --train_dir (to fine-tune from it: '
          '--checkpoint_path=%s with an empty --train_dir)' % checkpoint)
+  _check_nothing_dropped(train_dir, checkpoint, variables)
 
 
 def check_eval(checkpoint_path, checkpoint, variables, choices):

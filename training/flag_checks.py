@@ -8,6 +8,8 @@ EVAL_RANGES, EXPORT_RANGES).
 
 import math
 
+from deployment import argument_checks
+
 # (flag, condition on its value, what the value must be); see check_ranges.
 SHARED_RANGES = (
     ('batch_size', lambda v: v >= 1, '>= 1 (examples per clone)'),
@@ -45,8 +47,10 @@ TRAIN_RANGES = SHARED_RANGES + (
     ('replica_averaging_steps', lambda v: v >= 1,
      '>= 1 (unset: average the gradients every step)'),
     ('all_reduce_buffer_bytes', lambda v: v >= 1, '>= 1'),
-    ('clip_gradient_norm', lambda v: v > 0, '> 0 (leave it unset for no '
-     'clipping)'),
+    # UpdateOptions' bound: the norm is computed in float32.
+    ('clip_gradient_norm', argument_checks.fits_float32,
+     '> 0 and at most %.7g, float32\'s largest (leave it unset for no '
+     'clipping)' % argument_checks.FLOAT32_MAX),
 )
 
 EVAL_RANGES = SHARED_RANGES + (

@@ -1,6 +1,7 @@
 """Session hooks of the training loop: progress log, NaN and checkpoint
 guards."""
 
+import os
 import time
 
 import numpy as np
@@ -45,7 +46,18 @@ class CheckpointSaverHook(tf.train.CheckpointSaverHook):
   session as for a failed step.
   """
 
+  def after_create_session(self, session, coord):
+    self._start_step = int(session.run(self._global_step_tensor))
+    super().after_create_session(session, coord)
+
   def _save(self, session, step):
+    if self._is_the_restored_checkpoint(step):
+      # Its listeners still see it: it is this run's checkpoint of `step`.
+      for listener in self._listeners:
+        listener.before_save(session, step)
+      for listener in self._listeners:
+        listener.after_save(session, step)
+      return False
     attempt = failed_saves.SaveAttempt(self._save_path, step)
     try:
       try:
@@ -67,6 +79,17 @@ class CheckpointSaverHook(tf.train.CheckpointSaverHook):
           'checkpoint is still %s. Free space or fix the directory, then '
           'resume.' % (step, self._checkpoint_dir, reason, latest or 'none'),
           lasting=failed_saves.is_lasting(reason)) from None
+
+
+  def _is_the_restored_checkpoint(self, step):
+    """Whether the save of `step` would write again the checkpoint this
+    session restored: at the session's start (its first save) and at the
+    end of a run that trained no step. That checkpoint is left as it is:
+    written again by a graph of fewer variables it would lose the others."""
+    latest = tf.train.latest_checkpoint(self._checkpoint_dir)
+    return (step == getattr(self, '_start_step', None) and latest is not None
+            and os.path.abspath(latest) == os.path.abspath(
+                '%s-%d' % (self._save_path, step)))
 
 
 class ProgressLogHook(tf.train.SessionRunHook):

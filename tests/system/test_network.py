@@ -270,9 +270,20 @@ def _processes_in_namespaces(prefix):
       check=True).stdout.split()] for name in netns.made_namespaces(prefix)}
 
 
+def _has_tensorflow(pid):
+  """Whether process `pid` has loaded TensorFlow's library (False once it
+  is gone)."""
+  try:
+    with open('/proc/%d/maps' % pid) as maps:
+      return 'libtensorflow_framework' in maps.read()
+  except (FileNotFoundError, ProcessLookupError):
+    return False
+
+
 def _cluster_tasks(benchmark, timeout=300):
   """The processes in the namespaces of the benchmark's first cluster run,
-  once its 3 tasks are there (the anchor of the switch aside)."""
+  once its 3 tasks are there (the anchor of the switch aside) and each has
+  loaded TensorFlow: they are in TensorFlow's start-up."""
   for line in benchmark.stdout:
     if line.startswith('round 1, no link, alone'):
       break
@@ -281,9 +292,9 @@ def _cluster_tasks(benchmark, timeout=300):
     placed = _processes_in_namespaces('slimnet-%d-' % benchmark.pid)
     tasks = [pid for name, pids in placed.items()
              if not name.endswith('-sw') for pid in pids]
-    if len(tasks) == 3:
+    if len(tasks) == 3 and all(_has_tensorflow(pid) for pid in tasks):
       return [pid for pids in placed.values() for pid in pids]
-    time.sleep(0.5)
+    time.sleep(0.1)
   raise AssertionError('no cluster run started in %d s' % timeout)
 
 
@@ -292,13 +303,15 @@ def _cluster_tasks(benchmark, timeout=300):
 def test_a_stopped_benchmark_removes_its_network_and_tasks(
     tmp_path, digits_dir, signum, status):
   links = _root_links()
-  # The process alone runs first, on no network; 300 steps of synchronous
-  # training through a ps at 1 Gbit/s take minutes: it is stopped in them.
+  # The process alone runs first, on no network: a batch of 1 makes its 300
+  # steps short. The cluster's are not: each moves LeNet's 12.25 MiB of
+  # gradients from each worker into the ps and as much back, whatever the
+  # batch, so 300 synchronous steps at 1 Gbit/s take at least a minute; it
+  # is stopped in its start-up.
   benchmark = _benchmark(tmp_path, digits_dir, '--steps=300',
-                         '--setups=1 ps + 2 workers sync')
+                         '--batch_size=1', '--setups=1 ps + 2 workers sync')
   try:
     processes = _cluster_tasks(benchmark)
-    time.sleep(5)  # Into TensorFlow's start-up, or its training.
     benchmark.send_signal(signum)
     benchmark.communicate(timeout=120)
   finally:

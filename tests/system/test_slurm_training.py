@@ -24,6 +24,8 @@ from tests.test_cluster_e2e import _train_args
 SLURM_CLUSTER = os.path.join(REPO, 'tests', 'system', 'slurm_cluster.sh')
 SRUN_TIMEOUT = 600
 STEPS = 30
+# A run that nobody stops saves only at its end.
+ONLY_THE_FINAL_SAVE = '--save_interval_secs=0'
 
 
 @pytest.fixture(scope='module')
@@ -102,7 +104,8 @@ def test_srun_n_3_trains_with_1_ps_and_2_workers(slurm_env, digits_dir,
   train_dir = str(tmp_path / 'train')
   output = srun(slurm_env, 3, '--num_ps_tasks=1',
                 '--slurm_port_base=%d' % base,
-                *_train_args(digits_dir, train_dir, STEPS))
+                *_train_args(digits_dir, train_dir, STEPS,
+                             ONLY_THE_FINAL_SAVE))
   assert started(output) == {
       0: 'ps task 0 (localhost:%d) of a cluster of 1 ps and 2 workers' % base,
       1: 'worker task 0 (localhost:%d) of a cluster of 1 ps and 2 workers'
@@ -124,7 +127,8 @@ def test_srun_n_2_trains_with_all_reduce_and_task_0_evaluates(
   base = free_port_base(2)
   train_dir = str(tmp_path / 'train')
   output = srun(slurm_env, 2, '--slurm_port_base=%d' % base,
-                *_train_args(digits_dir, train_dir, STEPS))
+                *_train_args(digits_dir, train_dir, STEPS,
+                             ONLY_THE_FINAL_SAVE))
   assert started(output) == {
       rank: 'worker task %d (localhost:%d) of a cluster of 0 ps and 2 '
             'workers' % (rank, base + rank) for rank in range(2)}
