@@ -42,6 +42,26 @@ def test_a_resume_that_would_drop_the_moving_averages_is_refused(
   assert file_digests(train_dir) == before
 
 
+def test_a_resume_with_another_optimizer_is_refused_naming_the_first(
+    trained_lenet, digits_dir, tmp_path):
+  # Its slots would be dropped from every later checkpoint.
+  train_dir = str(tmp_path / 'train')
+  shutil.copytree(trained_lenet, train_dir)
+  before = file_digests(train_dir)
+  flags = [flag for flag in TRAINED_LENET_FLAGS
+           if not flag.startswith(('--optimizer', '--opt_epsilon'))]
+  result = run_script(TRAIN, '--dataset_dir=%s' % digits_dir,
+                      '--train_dir=%s' % train_dir, *flags,
+                      '--optimizer=sgd')
+  assert_one_usage_error(result, (
+      r'error: --train_dir=.*: checkpoint .*model\.ckpt-\d+ holds \d+ '
+      r'variable\(s\) that these flags do not build \(LeNet/conv1/biases/'
+      r'Adam, \.\.\.\); resuming would save the next checkpoints without '
+      r'them\. It was trained with --optimizer=adam: resume with it, or give '
+      r'another --train_dir'))
+  assert file_digests(train_dir) == before
+
+
 def test_a_resume_leaves_the_checkpoint_it_restored_as_it_was(
     trained_lenet, digits_dir, tmp_path):
   # The saver's save at the session's start wrote the restored step's

@@ -148,6 +148,11 @@ _BUILT_BY = (
     ('/ExponentialMovingAverage', '--moving_average_decay'),
     ('_quant/', '--quantize_delay'),
     ('loss_scale/', '--precision=mixed_float16'),
+    # The optimizers' slots and accumulators.
+    ('/Adam', '--optimizer=adam'), ('beta1_power', '--optimizer=adam'),
+    ('/Momentum', '--optimizer=momentum'), ('/RMSProp', '--optimizer=rmsprop'),
+    ('/Adagrad', '--optimizer=adagrad'), ('/Adadelta', '--optimizer=adadelta'),
+    ('/Ftrl', '--optimizer=ftrl'),
 )
 
 
