@@ -49,8 +49,9 @@ flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
                     'checkpoint.')
 flags.DEFINE_string('eval_dir', '/tmp/tfmodel/',
                     'Directory where the summaries are written.')
-flags.DEFINE_integer('eval_image_size', None,
-                     'Eval image size; None: the network default.')
+flag_checks.DEFINE_whole_number(
+    'eval_image_size', None, 'Eval image size; None: the network default.',
+    flag_checks.EVAL_RANGES)
 flags.DEFINE_string('exported_model', None,
                     'Evaluate this exported model (frozen GraphDef, '
                     'SavedModel folder or .tflite file) beside '

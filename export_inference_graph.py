@@ -17,7 +17,9 @@ docs/export.md has the details; every artifact of a whole net evaluates
 with eval_image_classifier.py --exported_model.
 
 Bad flags, a checkpoint of another model or an output path that exists
-exit 2 with 'error:' lines, before anything is written.
+exit 2 with 'error:' lines, before anything is written. So does a full or
+read-only disk, with one line naming the artifact it refused; nothing of
+that artifact is left.
 """
 
 from exporting import config as config_lib

@@ -85,8 +85,9 @@ _STAND_IN_JPEG = (b'\xff\xd8' +
 
 def _header_tables():
   """The table above as arrays: signature bytes and their mask [formats,
-  _HEADER_BYTES]; byte weights [_HEADER_BYTES, 2 x formats] of the
-  heights, then widths; divisors, moduli and additions [2 x formats]."""
+  _HEADER_BYTES]; byte weights [_HEADER_BYTES, 2 x formats] of each
+  format's height, then width; divisors, moduli and additions
+  [2 x formats]."""
   formats = len(_FIXED_OFFSET_HEADERS)
   expected = np.zeros([formats, _HEADER_BYTES], np.int64)
   compared = np.zeros([formats, _HEADER_BYTES], bool)
@@ -96,7 +97,7 @@ def _header_tables():
     for offset, text in signature.items():
       expected[row, offset:offset + len(text)] = list(text)
       compared[row, offset:offset + len(text)] = True
-    for column, field in zip((row, formats + row), fields):
+    for column, field in zip((2 * row, 2 * row + 1), fields):
       offset, length, big_endian, divisor, modulus, add = field
       place = [256.0 ** i for i in range(length)]
       weights[offset:offset + length, column] = (place[::-1] if big_endian
@@ -126,7 +127,10 @@ def header_size(encoded):
   fields = numbers // divisors % moduli + additions
   # Every field is unsigned but BMP's height, negative for top-down rows.
   fields = tf.where(fields >= 2 ** 31, 2 ** 32 - fields, fields)
-  sizes = tf.transpose(tf.reshape(fields, [2, -1]))
+  # [formats, 2]. Not a transpose of [2, formats]: where oneDNN is on, an
+  # int64 Transpose has TensorFlow print a notice about oneDNN's int64
+  # kernels in every run.
+  sizes = tf.reshape(fields, [-1, 2])
   # A JPEG's size is in its frame marker, after others of any length. The
   # parser fails on other bytes, so it reads a stand-in JPEG for those.
   jpeg = tf.reduce_all(tf.equal(values[:3], [0xff, 0xd8, 0xff]))

@@ -19,6 +19,7 @@ has no GPU, so that path is untested here.
 
 import itertools
 
+from deployment import apply_when
 from tf2_compat.slim_compat import tf
 
 # The group keys of a deployment's collectives, one per use: instance keys
@@ -120,11 +121,9 @@ def _reduce(tensor, group, instance_key, member):
       **_attributes(group, instance_key, tensor, member))
 
 
-def all_reduce_sum(tensor, group, name, member):
-  """The sum of `tensor` over every member of `group`, differentiable.
-
-  The gradient of a sum all-reduce is the all-reduce of the gradients: each
-  member's input feeds every member's output.
+def sum_over(tensor, group, name, member):
+  """The sum of `tensor` over every member of `group`, not differentiable:
+  for code that writes its own gradient (sync batch norm's moments).
 
   Args:
     tensor: a float tensor, placed on this member's device.
@@ -133,15 +132,24 @@ def all_reduce_sum(tensor, group, name, member):
     member: this member's index, for counting occurrences of `name`.
   """
   if group.group_size == 1:
+    return tensor
+  return _reduce(tensor, group, group.instance_key(name, member), member)
+
+
+def all_reduce_sum(tensor, group, name, member):
+  """The sum of `tensor` over every member of `group`, differentiable.
+
+  The gradient of a sum all-reduce is the all-reduce of the gradients: each
+  member's input feeds every member's output. Arguments as `sum_over`.
+  """
+  if group.group_size == 1:
     return tf.identity(tensor)
-  key = group.instance_key(name, member)
 
   @tf.custom_gradient
   def reduce_with_gradient(x):
     def gradient(upstream):
-      return _reduce(upstream, group,
-                     group.instance_key(name + '/gradient', member), member)
-    return _reduce(x, group, key, member), gradient
+      return sum_over(upstream, group, name + '/gradient', member)
+    return sum_over(x, group, name, member), gradient
 
   return reduce_with_gradient(tensor)
 
@@ -211,6 +219,11 @@ def _piece(flat, start, size):
 # gradient_compression (Horovod's Compression.fp16 is the model).
 WIRE_DTYPES = {'none': None, 'fp16': tf.float16, 'bf16': tf.bfloat16}
 
+# The graph collection of the local boolean variables that say whether a
+# compressed all-reduce of the gradients overflowed its 16-bit dtype (see
+# all_reduce_mean_gradients); training/hooks.py reads them.
+COMPRESSION_OVERFLOWED = 'compressed_all_reduce_overflowed'
+
 
 def all_reduce_mean_gradients(grads_and_vars, group, member,
                               buffer_bytes=DEFAULT_BUFFER_BYTES,
@@ -229,40 +242,90 @@ def all_reduce_mean_gradients(grads_and_vars, group, member,
     group: the CollectiveGroup of the replicas.
     member: this replica's index in the group.
     buffer_bytes: the packing threshold.
-    wire_dtype: see all_reduce_mean.
+    wire_dtype: see all_reduce_mean. With tf.float16, whether the
+      all-reduce overflowed is noted for training/hooks.py (see
+      _noting_overflow); bfloat16 has float32's range.
   """
   present = [(g, v) for g, v in grads_and_vars if g is not None]
   if group.group_size == 1 or not present:
     return list(grads_and_vars)
   dense = [tf.convert_to_tensor(g) for g, _ in present]
-  averaged = dict(zip([id(v) for _, v in present], all_reduce_mean(
-      dense, group, member, 'replica_gradients', buffer_bytes,
-      wire_dtype)))
+  buffer_checks = [] if wire_dtype == tf.float16 else None
+  means = all_reduce_mean(dense, group, member, 'replica_gradients',
+                          buffer_bytes, wire_dtype, buffer_checks)
+  if buffer_checks:
+    means = _noting_overflow(means, buffer_checks)
+  averaged = dict(zip([id(v) for _, v in present], means))
   return [(averaged[id(v)] if g is not None else None, v)
           for g, v in grads_and_vars]
 
 
 def all_reduce_mean(tensors, group, member, name,
-                    buffer_bytes=DEFAULT_BUFFER_BYTES, wire_dtype=None):
+                    buffer_bytes=DEFAULT_BUFFER_BYTES, wire_dtype=None,
+                    buffer_checks=None):
   """`tensors` averaged over the members of `group`, packed into buffers.
 
   With a `wire_dtype` (tf.float16 or tf.bfloat16), a buffer of wider
   floats is divided by the group size, cast to it, summed in it and cast
   back: half the bytes on the network, the mean rounded to 16 bits (the
-  division first keeps the sum in float16's range). A buffer already of
-  16 bits, or of another dtype, is sent as it is.
+  division first keeps the sum in float16's range, unless the mean itself
+  is beyond it). A buffer already of 16 bits, or of another dtype, is sent
+  as it is.
+
+  Args:
+    buffer_checks: a list, or None. With a list, each narrowed buffer
+      carries one element more, the number of members whose values in it
+      were not all finite, and gets (every member's values were finite,
+      the mean is finite) appended, two boolean tensors, the same on every
+      member.
   """
   scale = 1.0 / group.group_size
 
   def reduce(flat, number):
     key = group.instance_key('%s/buffer_%d' % (name, number), member)
-    if _narrows(flat.dtype, wire_dtype):
-      divided = tf.cast(flat * tf.cast(scale, flat.dtype), wire_dtype)
+    if not _narrows(flat.dtype, wire_dtype):
+      summed = _reduce(flat, group, key, member)
+      return summed * tf.cast(scale, summed.dtype)
+    divided = tf.cast(flat * tf.cast(scale, flat.dtype), wire_dtype)
+    if buffer_checks is None:
       return tf.cast(_reduce(divided, group, key, member), flat.dtype)
-    summed = _reduce(flat, group, key, member)
-    return summed * tf.cast(scale, summed.dtype)
+    not_finite_here = tf.logical_not(
+        tf.reduce_all(tf.math.is_finite(flat)))
+    summed = _reduce(tf.concat(
+        [divided, tf.reshape(tf.cast(not_finite_here, wire_dtype), [1])],
+        0), group, key, member)
+    mean, members_not_finite = summed[:-1], summed[-1]
+    buffer_checks.append((tf.equal(members_not_finite, 0),
+                          tf.reduce_all(tf.math.is_finite(mean))))
+    return tf.cast(mean, flat.dtype)
 
   return _packed(list(tensors), buffer_bytes, reduce)
+
+
+def _noting_overflow(means, buffer_checks):
+  """`means`, once a local variable in the COMPRESSION_OVERFLOWED
+  collection says whether the latest all-reduce of finite values
+  overflowed: its mean is not finite though every member sent finite
+  values.
+
+  An all-reduce of values not all finite (a member's gradient was already
+  NaN) leaves the variable as it was: without a loss scale, the update of
+  an overflow makes the weights, and so the next gradients, NaN, and the
+  variable must still say what began it when the NaN is met. The
+  variable is only assigned, never read here: a session that initialises
+  the global variables only can still run the step.
+  """
+  inputs_finite = tf.reduce_all(tf.stack([c for c, _ in buffer_checks]))
+  overflowed = tf.logical_and(inputs_finite, tf.logical_not(
+      tf.reduce_all(tf.stack([m for _, m in buffer_checks]))))
+  flag = tf.Variable(False, trainable=False,
+                     name='compressed_all_reduce_overflowed',
+                     collections=[tf.GraphKeys.LOCAL_VARIABLES,
+                                  COMPRESSION_OVERFLOWED])
+  noted = apply_when.either_way(inputs_finite, flag.assign(
+      apply_when.when_true(overflowed, inputs_finite), read_value=False))
+  with tf.control_dependencies([noted]):
+    return [tf.identity(mean) for mean in means]
 
 
 def _narrows(dtype, wire_dtype):

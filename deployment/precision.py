@@ -68,14 +68,33 @@ def master_weights_getter(getter, name, *args, dtype=None, **kwargs):
   return getter(name, *args, dtype=dtype, **kwargs)
 
 
+# The graph collection of every LossScale's variables (scale, then
+# finite_steps), where training/hooks.py finds them.
+LOSS_SCALE_VARIABLES = 'loss_scale_variables'
+
+MINIMUM_SCALE = 1.0
+
+# The run is stopped (training/hooks.py) once this many updates in a row
+# were skipped at MINIMUM_SCALE. The halvings before that take
+# log2(scale) updates, 15 from the default 2**15; at scale 1 the float16
+# gradient overflowed unscaled, and no smaller scale is tried. One such
+# batch is a spike a run survives; four in a row, each after the scale
+# could do no more, is a run that will skip every update.
+SKIPS_AT_MINIMUM_TO_STOP = 4
+
+
 class LossScale:
   """Dynamic loss scaling: its state and the ops that use it.
 
   The scale starts at `initial_scale`. A step whose unscaled gradient is
   not finite is skipped (weights and global step unchanged) and halves the
-  scale (not below 1); after `growth_steps` finite steps in a row the scale
-  doubles. The scale and the count of finite steps are variables, saved in
-  checkpoints, so a resumed run keeps its scale.
+  scale (not below MINIMUM_SCALE); after `growth_steps` finite steps in a
+  row the scale doubles. The scale and `finite_steps` are variables, saved
+  in checkpoints, so a resumed run keeps its scale and its streak:
+  `finite_steps` counts the finite updates in a row, and after updates
+  skipped at MINIMUM_SCALE it is minus their number (see
+  `skips_at_minimum`), the count that stops a run whose gradient never
+  becomes finite.
 
   Create it under the device where the optimizer's ops run.
   """
@@ -93,6 +112,8 @@ class LossScale:
       self.finite_steps = tf.get_variable(
           'finite_steps', initializer=tf.constant(0, tf.int64),
           trainable=False)
+    for variable in (self.scale, self.finite_steps):
+      tf.add_to_collection(LOSS_SCALE_VARIABLES, variable)
 
   def scaled(self, loss):
     return loss * tf.cast(self.scale, loss.dtype)
@@ -130,15 +151,25 @@ class LossScale:
     return apply
 
   def _update(self, finite):
-    count = tf.where(finite, self.finite_steps + 1,
-                     tf.zeros_like(self.finite_steps))
+    streak = self.finite_steps
+    at_minimum = self.scale <= MINIMUM_SCALE
+    count = tf.where(
+        finite, tf.maximum(streak, 0) + 1,
+        tf.where(at_minimum, tf.minimum(streak, 0) - 1,
+                 tf.zeros_like(streak)))
     grow = count >= self.growth_steps
     new_scale = tf.where(
         finite, tf.where(grow, self.scale * 2.0, self.scale),
-        tf.maximum(self.scale * 0.5, 1.0))
+        tf.maximum(self.scale * 0.5, MINIMUM_SCALE))
     return tf.group(
         self.scale.assign(new_scale),
         self.finite_steps.assign(tf.where(grow, tf.zeros_like(count), count)))
+
+
+def skips_at_minimum(finite_steps):
+  """The updates skipped in a row at MINIMUM_SCALE, from the value of a
+  LossScale's `finite_steps`."""
+  return max(0, -int(finite_steps))
 
 
 def _values(grad):

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import threading
 
+import numpy as np
 from tf_slim.layers import layers as slim_layers
 
 from deployment import collectives
@@ -95,29 +96,10 @@ class SyncBatchNormalization(_PlainLayer):
     like a reduction of `inputs` over `reduction_axes` (with its reduced
     dimensions kept as 1s if `keep_dims`)."""
     with tf.name_scope('sync_moments'):
-      values = tf.cast(inputs, tf.float32)
-      local_sum = tf.reduce_sum(values, reduction_axes, keepdims=True)
-      local_squares = tf.reduce_sum(tf.square(values), reduction_axes,
-                                    keepdims=True)
-      local_count = tf.cast(tf.size(values), tf.float32) / tf.cast(
-          tf.size(local_sum), tf.float32)
-      # One all-reduce for the three: [sums, sums of squares, count].
-      packed = tf.concat([tf.reshape(local_sum, [-1]),
-                          tf.reshape(local_squares, [-1]),
-                          tf.reshape(local_count, [1])], axis=0)
-      total = collectives.all_reduce_sum(packed, self._group, self.name,
-                                         self._member)
-      depth = tf.size(local_sum)
-      count = total[-1]
-      mean = tf.reshape(total[:depth] / count, tf.shape(local_sum))
-      mean_of_squares = tf.reshape(total[depth:2 * depth] / count,
-                                   tf.shape(local_sum))
-      # E[x^2] - E[x]^2 can come out slightly negative in float32.
-      variance = tf.maximum(mean_of_squares - tf.square(mean), 0.0)
-      self._global_count = count
-      if not keep_dims:
-        mean = tf.squeeze(mean, reduction_axes)
-        variance = tf.squeeze(variance, reduction_axes)
+      mean, variance, self._global_count = _moments(
+          tf.cast(inputs, tf.float32), reduction_axes, keep_dims,
+          functools.partial(collectives.sum_over, group=self._group,
+                            member=self._member), self.name)
       return mean, variance
 
   def _calculate_mean_and_var(self, inputs, reduction_axes, keep_dims,
@@ -133,6 +115,92 @@ class SyncBatchNormalization(_PlainLayer):
       value = value * count / tf.maximum(count - 1.0, 1.0)
     return super()._assign_moving_average(variable, value, momentum,
                                           inputs_size)
+
+
+def _moments(x, axes, keep_dims, sum_over, name):
+  """The mean, variance and count of float32 `x` over `axes` of every
+  member's x, with a gradient written out.
+
+  Each member sums x and x^2 over `axes`; one all-reduce adds them, with
+  the counts, over the members; mean = S / N and variance =
+  max(Q / N - mean^2, 0). Their gradient is one all-reduce too: with
+  upstream gradients dm and dv (dv zero where the max clipped), each
+  member's dS = (dm - 2 mean dv) / N and dQ = dv / N are summed over the
+  members (every member's x feeds every member's moments), and
+  dx = dS + 2 x dQ. Written by hand, a batch norm's moments and their
+  gradient take a few dozen ops where tf.gradients through the same
+  arithmetic took about 160 (Inception v4: half of a synced graph).
+
+  Args:
+    x: float32, on this member's device.
+    axes: the axes to reduce.
+    keep_dims: whether the moments keep the reduced axes as 1s.
+    sum_over: sum_over(tensor, name) all-reduces over the members.
+    name: what is reduced, the same in every member (the layer's scope).
+
+  Returns:
+    (mean, variance, count): the moments shaped as
+    reduce_sum(x, axes, keepdims=keep_dims), and the count of values per
+    channel over every member, of shape [1].
+  """
+  rank = x.shape.rank
+  axes = sorted(axis % rank for axis in axes)
+  reduced = [x.shape[axis] for axis in axes]
+  # Reducing leading axes leaves the trailing shape, which broadcasts
+  # against x; other reductions are broadcast through the kept shape.
+  broadcasts = keep_dims or axes == list(range(len(axes)))
+
+  def flat(t):
+    return t if t.shape.rank == 1 else tf.reshape(t, [-1])
+
+  @tf.custom_gradient
+  def moments(x):
+    sums = tf.reduce_sum(x, axes, keepdims=keep_dims)
+    squares = tf.reduce_sum(tf.square(x), axes, keepdims=keep_dims)
+    if None not in reduced:
+      local_count = tf.constant([float(np.prod(reduced))])
+    else:
+      local_count = tf.reshape(tf.cast(tf.size(x), tf.float32) /
+                               tf.cast(tf.size(sums), tf.float32), [1])
+    depth = sums.shape.num_elements()
+    if depth is None:
+      depth = tf.size(sums)
+    total = sum_over(tf.concat([flat(sums), flat(squares), local_count], 0),
+                     name=name)
+    total_sums, total_squares, count = tf.split(total, [depth, depth, 1],
+                                                num=3)
+
+    def shaped(t):
+      if t.shape.rank == sums.shape.rank:
+        return t
+      return tf.reshape(t, sums.shape if sums.shape.is_fully_defined()
+                        else tf.shape(sums))
+
+    mean = shaped(total_sums / count)
+    # E[x^2] - E[x]^2 can come out slightly negative in float32.
+    spread = shaped(total_squares / count) - tf.square(mean)
+    variance = tf.maximum(spread, 0.0)
+
+    def gradient(d_mean, d_variance, d_count):
+      del d_count  # The count does not depend on x.
+      d_variance = d_variance * tf.cast(spread >= 0.0, tf.float32)
+      d_sums = flat((d_mean - 2.0 * mean * d_variance) / count)
+      d_squares = flat(d_variance / count)
+      d_sums, d_squares = tf.split(
+          sum_over(tf.concat([d_sums, d_squares], 0), name=name + '/gradient'),
+          2)
+      if not broadcasts:
+        kept = tf.shape(tf.reduce_sum(x, axes, keepdims=True))
+        d_sums = tf.reshape(d_sums, kept)
+        d_squares = tf.reshape(d_squares, kept)
+      else:
+        d_sums = shaped(d_sums)
+        d_squares = shaped(d_squares)
+      return d_sums + 2.0 * x * d_squares
+
+    return (mean, variance, count), gradient
+
+  return moments(x)
 
 
 def _normalize(x, scale, offset, mean, variance, epsilon):

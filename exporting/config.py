@@ -191,14 +191,17 @@ def export_config(flag_values):
   """
   f = run_config.FlagSnapshot.read(flag_values)
   problems = Problems()
-  flag_checks.check_numbers(f, flag_checks.EXPORT_RANGES, problems)
+  refused = flag_checks.check_numbers(f, flag_checks.EXPORT_RANGES,
+                                     problems)
   _check_outputs(f, problems)
   _check_clips_and_end_point(f, problems)
   checkpoint = (problems.attempt(resume_check.readable_checkpoint,
                                  f.checkpoint_path)
                 if f.checkpoint_path else None)
-  model = problems.attempt(model_lib.export_model, f,
-                           is_training=f.is_training)
+  # The model is built at --image_size: not at one out of range.
+  model = (None if 'image_size' in refused else
+           problems.attempt(model_lib.export_model, f,
+                            is_training=f.is_training))
   if model is not None:
     flag_checks.check_image_size('image_size', f.image_size, model, problems)
   calibration = _calibration(f, model, problems)

@@ -45,6 +45,8 @@ def export(config):
   Raises:
     UsageError: the checkpoint does not fit the model; the calibration
       split has no image.
+    LastingFailure: an artifact could not be written for a reason a second
+      run would meet again, a full or read-only disk (outputs.written_whole).
   """
   lines = []
   with tf.Graph().as_default():
@@ -70,7 +72,8 @@ def export(config):
                      if saver else session.graph.as_graph_def())
         if config.model.final_endpoint:
           graph_def = graph_lib.graph_def_up_to(graph_def, graph.output)
-        with outputs.written_whole(config.output_file) as partial:
+        with outputs.written_whole('output_file',
+                                   config.output_file) as partial:
           graph_lib.write_graph_def(graph_def, partial,
                                     config.write_text_graphdef)
         lines.append('graph: %s (%s)' % (
@@ -78,13 +81,15 @@ def export(config):
       if config.tflite_file:
         content = tflite.convert(session, graph, config.tflite_quantization,
                                  representative, config.quantize)
-        with outputs.written_whole(config.tflite_file) as partial:
+        with outputs.written_whole('tflite_file',
+                                   config.tflite_file) as partial:
           with open(partial, 'wb') as f:
             f.write(content)
         lines.append('tflite: %s (%s)' % (config.tflite_file,
                                           config.tflite_quantization))
   if config.saved_model_path:
-    with outputs.written_whole(config.saved_model_path) as partial:
+    with outputs.written_whole('saved_model_dir',
+                               config.saved_model_path) as partial:
       saved_model.write(config.model, config.checkpoint,
                         config.moving_average_decay, partial)
     lines.append('saved model: %s (signatures %s: encoded images, %s: '

@@ -14,15 +14,17 @@ from absl import flags
 
 from exporting import tflite
 from training import common_flags
+from training import flag_checks
 
 flags.DEFINE_bool('is_training', False,
                   'Export the training graph (batch norm on batch '
                   'statistics, dropout) instead of the inference graph.')
-flags.DEFINE_integer('image_size', None,
-                     'The side of the input images; None: the network '
-                     'default.')
-flags.DEFINE_integer('batch_size', None,
-                     'The batch of the input placeholder; None: any.')
+flag_checks.DEFINE_whole_number(
+    'image_size', None, 'The side of the input images; None: the network default.',
+    flag_checks.EXPORT_RANGES)
+flag_checks.DEFINE_whole_number(
+    'batch_size', None, 'The batch of the input placeholder; None: any.',
+    flag_checks.EXPORT_RANGES)
 flags.DEFINE_string('dataset_split_name', 'train',
                     'The split whose images calibrate an int8 TFLite file.')
 flags.DEFINE_string('output_file', '',

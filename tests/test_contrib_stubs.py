@@ -1,8 +1,10 @@
 """tf2_compat.contrib_stubs: `import tensorflow.contrib...` on TF 2.21."""
 
 import importlib
+import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from tf2_compat import contrib_opt
 from tf2_compat import contrib_stubs
 from tf2_compat import patching
 from tf2_compat.slim_compat import slim, tf
-from tests.script_runner import REPO, script_env
+from tests.script_runner import REPO, run_script, script_env
 
 # Importing the module installed the stubs; each test installs its own, so
 # that no other test module sees them.
@@ -139,6 +141,67 @@ def test_a_homeless_name_under_its_internal_path_is_the_rewritten_one():
   assert hparam.HParams(learning_rate=0.1).learning_rate == 0.1
 
 
+def _tf_slim(module, name):
+  return lambda: getattr(importlib.import_module('tf_slim.' + module), name)
+
+
+def _rnn_cell(name):  # As a TF 1.x program's tf.nn.rnn_cell gives it.
+  return lambda: getattr(tf.compat.v1.nn.rnn_cell, name)
+
+
+# A name TF 1.x programs reach through a module of its family, and the
+# object the family's name is.
+PATHS_BELOW_A_FAMILY = [
+    ('layers.summaries', 'summarize_activation',
+     _tf_slim('layers.summaries', 'summarize_activation')),
+    ('layers.summaries', 'summarize_tensors',
+     _tf_slim('layers.summaries', 'summarize_tensors')),
+    ('layers.python.layers', 'conv2d', _tf_slim('layers', 'conv2d')),
+    ('layers.python.layers.summaries', 'summarize_collection',
+     _tf_slim('layers.summaries', 'summarize_collection')),
+    ('framework.python.ops', 'add_arg_scope',
+     _tf_slim('ops.arg_scope', 'add_arg_scope')),
+    ('framework.python.ops.variables', 'model_variable',
+     _tf_slim('ops.variables', 'model_variable')),
+    ('rnn', 'DropoutWrapper', _rnn_cell('DropoutWrapper')),
+    ('rnn', 'ResidualWrapper', _rnn_cell('ResidualWrapper')),
+    ('rnn', 'DeviceWrapper', _rnn_cell('DeviceWrapper')),
+    ('rnn', 'LSTMStateTuple', _rnn_cell('LSTMStateTuple')),
+    ('rnn.python.ops.rnn_cell', 'LSTMCell', _rnn_cell('LSTMCell')),
+    ('rnn.python.ops.core_rnn_cell', 'DropoutWrapper',
+     _rnn_cell('DropoutWrapper')),
+    ('training.python.training.hparam', 'HParams',
+     lambda: contrib_hparams.HParams),
+]
+
+
+@pytest.mark.parametrize('module, name, expected', PATHS_BELOW_A_FAMILY)
+def test_a_path_tf1_accepted_gives_the_familys_object(module, name,
+                                                       expected):
+  from_import = getattr(
+      importlib.import_module('tensorflow.contrib.' + module), name)
+  attributes = contrib_stubs.install()
+  for attribute in module.split('.') + [name]:
+    attributes = getattr(attributes, attribute)
+  assert (from_import, attributes) == (expected(), expected())
+
+
+def test_a_removed_name_below_a_family_names_the_programs_path():
+  from tensorflow.contrib.layers.python.layers import feature_column  # pylint: disable=g-import-not-at-top
+  with pytest.raises(contrib_stubs.RemovedInTF2Error) as raised:
+    feature_column.real_valued_column('age')
+  assert str(raised.value) == (
+      'tensorflow.contrib.layers.python.layers.feature_column.'
+      'real_valued_column() was removed in TF 2.x; %s'
+      % contrib_stubs.MODULE_ADVICE['layers'])
+
+
+def test_an_rnn_cell_wrapper_of_contrib_wraps_a_cell():
+  from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
+  cell = rnn.DropoutWrapper(rnn.LSTMCell(4), output_keep_prob=0.5)
+  assert cell.output_size == 4
+
+
 def test_package_attributes_lead_to_the_internal_modules():
   from tensorflow.contrib import layers  # pylint: disable=g-import-not-at-top
   assert layers.python.layers.utils is sys.modules['tf_slim.layers.utils']
@@ -168,7 +231,7 @@ def test_every_replacement_exists_on_this_tensorflow(target):
      for source in sources} | {
          target for target in contrib_stubs.ALIASES.values() if target}))
 def test_every_tf_slim_module_named_exists(source):
-  importlib.import_module(source)
+  assert isinstance(contrib_stubs.source_module(source), types.ModuleType)
 
 
 def test_quantize_imports_and_its_calls_name_the_replacement():
@@ -242,10 +305,11 @@ def test_names_with_a_tf2_home_are_that_object(module, name, expected):
   assert getattr(contrib_module, name) is expected()
 
 
-def test_a_replacement_this_tensorflow_lacks_is_removed(monkeypatch):
-  # As rnn.LSTMStateTuple is with Keras 3 (TF_USE_LEGACY_KERAS=0).
-  monkeypatch.setitem(contrib_stubs.REPLACEMENTS, 'rnn.LSTMStateTuple',
-                      'tensorflow.compat.v1:nn.no_such_module.LSTMStateTuple')
+def test_a_source_this_tensorflow_lacks_leaves_its_names_removed(
+    monkeypatch):
+  # As rnn's cells are with Keras 3 (TF_USE_LEGACY_KERAS=0).
+  monkeypatch.setitem(contrib_stubs.SOURCES, 'rnn',
+                      ('tensorflow.compat.v1:nn.no_such_module',))
   from tensorflow.contrib import rnn  # pylint: disable=g-import-not-at-top
   assert repr(rnn.LSTMStateTuple) == (
       '<removed in TF 2.x: tensorflow.contrib.rnn.LSTMStateTuple>')
@@ -298,10 +362,31 @@ def test_a_removed_name_used_as_a_value_names_itself_and_the_replacement(
       'so it cannot be %s; use tf.distribute' % how)
 
 
-def test_a_removed_name_is_false_so_feature_detection_takes_the_fallback():
+# A feature test of a removed name, and what TF 1.x's class answered.
+FEATURE_TESTS = [
+    pytest.param(bool, True, id='truth'),
+    pytest.param(lambda removed: removed is None, False, id='is_none'),
+    pytest.param(callable, True, id='callable'),
+    pytest.param(lambda removed: removed.__name__, 'MirroredStrategy',
+                 id='name'),
+    pytest.param(lambda removed: getattr(removed, '__name__', None),
+                 'MirroredStrategy', id='getattr_name'),
+]
+
+
+@pytest.mark.parametrize('feature_test, tf1_answer', FEATURE_TESTS)
+def test_a_feature_test_of_a_removed_name_answers_as_tf1_did(
+    feature_test, tf1_answer):
   from tensorflow.contrib import distribute  # pylint: disable=g-import-not-at-top
-  branch = 'contrib' if distribute.MirroredStrategy else 'fallback'
-  assert branch == 'fallback'
+  assert feature_test(distribute.MirroredStrategy) == tf1_answer
+
+
+def test_a_removed_attribute_read_with_a_default_stops_rather_than_default():
+  # TF 1.x's class had the attribute; a default would be another branch.
+  from tensorflow.contrib import distribute  # pylint: disable=g-import-not-at-top
+  with pytest.raises(contrib_stubs.RemovedNameUsedError,
+                     match=r'cannot be read \(\.extended\)'):
+    getattr(distribute.MirroredStrategy, 'extended', None)
 
 
 def test_a_removed_name_can_be_a_dict_key():
@@ -328,7 +413,7 @@ print('a block cell', isinstance(state, tf.contrib.rnn.LSTMBlockCell))
 """
 
 
-def test_tf1_contrib_names_as_values_resolve_fall_back_or_stop(tmp_path):
+def test_tf1_contrib_names_as_values_resolve_take_tf1s_branch_or_stop(tmp_path):
   path = tmp_path / 'values.py'
   path.write_text(VALUES_PROGRAM)
   result = subprocess.run(
@@ -337,12 +422,36 @@ def test_tf1_contrib_names_as_values_resolve_fall_back_or_stop(tmp_path):
       stderr=subprocess.PIPE, text=True, timeout=180, check=False)
   assert result.returncode == 2, result.stderr
   assert result.stdout.splitlines() == [
-      'doubled [0, 2, 4]', 'a state True', 'branch: fallback']
+      'doubled [0, 2, 4]', 'a state True', 'branch: contrib']
   assert result.stderr == (
       'error: %s:13: tensorflow.contrib.rnn.LSTMBlockCell was removed in TF '
       '2.x, so it cannot be given to isinstance(); use '
       'tf.compat.v1.nn.rnn_cell, or tf.keras.layers (LSTM, GRU, RNN)\n'
       % path)
+
+
+# The feature test of the issue, as a TF 1.x program writes it.
+FEATURE_TEST_PROGRAM = """\
+import tensorflow as tf
+if tf.contrib.distribute.MirroredStrategy:
+  print('branch: contrib')
+  strategy = tf.contrib.distribute.MirroredStrategy(num_gpus=2)
+else:
+  print('branch: fallback')
+"""
+
+
+def test_tf1_feature_test_takes_tf1s_branch_and_stops_at_the_first_use(
+    tmp_path):
+  path = tmp_path / 'strategy.py'
+  path.write_text(FEATURE_TEST_PROGRAM)
+  result = run_script(os.path.join('tf2_compat', 'run_slim.py'), '--tf1',
+                      str(path))
+  assert result.returncode == 1, result.stdout
+  assert result.stdout == (
+      'branch: contrib\n'
+      'error: %s:4: tensorflow.contrib.distribute.MirroredStrategy() was '
+      'removed in TF 2.x; use tf.distribute\n' % path)
 
 
 def test_subclassing_a_removed_class_raises():

@@ -1,8 +1,10 @@
 """export_inference_graph.py refuses bad input with one line each, before
 anything is written: unknown names, flags out of range, a checkpoint of
 another model or class count, outputs that exist or cannot be written, an
-empty calibration split; and an artifact is written whole or not at all."""
+empty calibration split; and an artifact is written whole or not at all,
+a full disk's refusal reported in one line."""
 
+import errno
 import os
 import re
 
@@ -13,9 +15,13 @@ from exporting import export as export_lib
 from exporting import outputs
 from nets import nets_factory
 from tf2_compat.slim_compat import tf
+from training import cli
 from training.errors import UsageError
 from tests.export_flags import export_flags
+from tests.test_min_image_size import BATCH_SIZE_RANGE
+from tests.test_min_image_size import IMAGE_SIZE_RANGE
 from tests.script_runner import assert_one_usage_error
+from tests.script_runner import error_lines
 from tests.script_runner import run_script
 
 
@@ -128,6 +134,27 @@ def test_a_bad_clip_or_end_point_exits_2_writing_nothing(tmp_path, flags,
   assert os.listdir(str(tmp_path)) == []
 
 
+@pytest.mark.parametrize('flag, line', [
+    ('--image_size=3000000000', 'error: --image_size must be %s, got '
+     '3000000000' % IMAGE_SIZE_RANGE),
+    ('--batch_size=3000000000', 'error: --batch_size must be %s, got '
+     '3000000000' % BATCH_SIZE_RANGE),
+    # absl refuses a number that is not whole before any check.
+    ('--batch_size=3e19', 'error: flag --batch_size=3e19: not a whole number; '
+     'give one %s (--helpfull lists the flags)' % BATCH_SIZE_RANGE),
+    ('--image_size=3e9', 'error: flag --image_size=3e9: not a whole number; '
+     'give one %s (--helpfull lists the flags)' % IMAGE_SIZE_RANGE),
+])
+def test_a_size_beyond_its_range_exits_2_naming_it(tmp_path, flag, line):
+  result = run_script('export_inference_graph.py', '--model_name=lenet',
+                      '--dataset_name=digits', flag,
+                      '--output_file=%s' % (tmp_path / 'out.pb'))
+  assert result.returncode == 2, result.stdout[-3000:]
+  assert 'Traceback' not in result.stdout
+  assert error_lines(result.stdout) == [line]
+  assert os.listdir(str(tmp_path)) == []
+
+
 def test_existing_or_unwritable_outputs_are_refused(tmp_path):
   existing = tmp_path / 'lenet.pb'
   existing.write_bytes(b'kept')
@@ -237,12 +264,59 @@ def test_empty_representative_split_is_refused(untrained, tmp_path):
 def test_written_whole_leaves_nothing_when_writing_fails(tmp_path):
   path = str(tmp_path / 'sub' / 'model.tflite')
   with pytest.raises(RuntimeError):
-    with outputs.written_whole(path) as partial:
+    with outputs.written_whole('tflite_file', path) as partial:
       with open(partial, 'wb') as f:
         f.write(b'half')
       raise RuntimeError('conversion failed')
-  assert os.listdir(str(tmp_path / 'sub')) == []
-  with outputs.written_whole(path) as partial:
+  assert os.listdir(str(tmp_path)) == []
+  with outputs.written_whole('tflite_file', path) as partial:
     with open(partial, 'wb') as f:
       f.write(b'whole')
   assert os.listdir(str(tmp_path / 'sub')) == ['model.tflite']
+
+
+_NO_SPACE = os.strerror(errno.ENOSPC)
+
+
+def _full_disk_graph_def(unused_graph_def, path, unused_as_text):
+  """write_graph_def on a disk that fills up half-way: Python's OSError."""
+  with open(path, 'wb') as f:
+    f.write(b'half a graph')
+  raise OSError(errno.ENOSPC, _NO_SPACE, path)
+
+
+def _full_disk_saved_model(unused_model, unused_checkpoint,
+                           unused_moving_average_decay, export_dir):
+  """saved_model.write on a full disk: TensorFlow's error for its files."""
+  os.makedirs(os.path.join(export_dir, 'variables'))
+  with open(os.path.join(export_dir, 'saved_model.pb'), 'wb') as f:
+    f.write(b'half a model')
+  raise tf.errors.ResourceExhaustedError(
+      None, None, '%s/variables/variables.data-00000-of-00001.tempstate1; '
+      '%s' % (export_dir, _NO_SPACE))
+
+
+# The artifact goes into folders the export makes: they go too.
+@pytest.mark.parametrize('flag, value, path, writer, fake', [
+    ('output_file', 'out/lenet.pb', 'out/lenet.pb',
+     'exporting.graph.write_graph_def', _full_disk_graph_def),
+    ('saved_model_dir', 'out/serving', 'out/serving/1',
+     'exporting.saved_model.write', _full_disk_saved_model),
+])
+def test_a_full_disk_exits_2_with_one_line_leaving_nothing(
+    untrained, tmp_path, monkeypatch, capsys, flag, value, path, writer,
+    fake):
+  kept = tmp_path / 'kept.pb'
+  kept.write_bytes(b'kept')
+  monkeypatch.setattr(writer, fake)
+  config = config_lib.export_config(export_flags(
+      checkpoint_path=untrained, **{flag: str(tmp_path / value)}))
+  with pytest.raises(SystemExit) as exited:
+    cli.run_main(lambda: export_lib.export(config))
+  assert exited.value.code == 2
+  assert capsys.readouterr().err.splitlines() == [
+      'error: writing --%s=%s failed (No space left on device); nothing was '
+      'left of it. Free space or give a path on a writable disk with room, '
+      'then export again' % (flag, tmp_path / path)]
+  assert os.listdir(str(tmp_path)) == ['kept.pb']
+  assert kept.read_bytes() == b'kept'

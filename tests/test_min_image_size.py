@@ -1,9 +1,12 @@
 """The smallest image each network builds at, and image sizes refused below
-it with one line naming the value, the minimum and the fix."""
+it with one line naming the value, the minimum and the fix; sizes (and
+batches) beyond TensorFlow's int32 counts refused naming the range."""
 
 import dataclasses
 import functools
+import os
 
+from absl import flags
 from absl.testing import flagsaver
 import pytest
 
@@ -25,7 +28,7 @@ from training.flags import FLAGS
 # Tensor equality off (tests/conftest.py): NASNet's builds take half the time.
 pytestmark = pytest.mark.usefixtures('identity_equality_for_tensors')
 
-_TRAIN_IMAGE_SIZE_RULE, = [condition for name, condition, _ in
+_TRAIN_IMAGE_SIZE_RULES = [condition for name, condition, _ in
                            flag_checks.TRAIN_RANGES
                            if name == 'train_image_size']
 
@@ -120,7 +123,7 @@ def test_a_network_builds_at_its_min_image_size_and_not_one_less(name):
       _build(network_fn, minimum - 1)
     assert len(_refusals(name, minimum - 1)) == 1
   else:  # 0 pixels: the range rule's.
-    assert not _TRAIN_IMAGE_SIZE_RULE(0)
+    assert not all(rule(0) for rule in _TRAIN_IMAGE_SIZE_RULES)
 
 
 def training_refusal(digits_dir, tmp_path, *flags):
@@ -167,3 +170,61 @@ def test_an_eval_image_size_below_the_minimum_exits_2(digits_dir, tmp_path):
           "more, or leave it unset for cifarnet's default, 32"
           in error_lines(result.stdout))
   assert 'Traceback' not in result.stdout
+
+
+# The ranges of the size flags, as every script's refusal names them.
+IMAGE_SIZE_RANGE = (
+    "from 1 to 26754 (pixels; a larger 3-channel image holds 2**31 values or "
+    "more, beyond TensorFlow's int32 counts)")
+BATCH_SIZE_RANGE = ("from 1 to 2147483647 (examples per clone; "
+                     "TensorFlow's int32 shapes hold no larger batch)")
+
+
+@pytest.mark.parametrize('flag, line', [
+    ('--train_image_size=3000000000', '--train_image_size must be %s, got '
+     '3000000000' % IMAGE_SIZE_RANGE),
+    ('--batch_size=3000000000', '--batch_size must be %s, got 3000000000'
+     % BATCH_SIZE_RANGE),
+])
+def test_a_train_size_beyond_int32_counts_is_refused_naming_the_range(
+    digits_dir, tmp_path, flag, line):
+  assert training_refusal(digits_dir, tmp_path, '--model_name=lenet',
+                          flag) == (line,)
+  assert not (tmp_path / 'train').exists()
+
+
+@pytest.mark.parametrize('flag, allowed', [
+    ('train_image_size', IMAGE_SIZE_RANGE), ('batch_size', BATCH_SIZE_RANGE)])
+def test_a_train_size_that_is_no_whole_number_is_refused_naming_the_range(
+    flag, allowed):
+  with flagsaver.flagsaver():
+    FLAGS.unparse_flags()
+    with pytest.raises(flags.IllegalFlagValueError) as refused:
+      FLAGS(['train_image_classifier.py', '--%s=3e19' % flag])
+  assert str(refused.value) == (
+      'flag --%s=3e19: not a whole number; give one %s' % (flag, allowed))
+
+
+@pytest.mark.parametrize('flag, lines', [
+    ('--eval_image_size=3000000000', [
+        'error: --eval_image_size must be %s, got 3000000000'
+        % IMAGE_SIZE_RANGE,
+        'error: --checkpoint_path=CKPT does not exist; give an existing '
+        'checkpoint prefix (e.g. .../model.ckpt-1000) or directory']),
+    ('--eval_image_size=3e19', [
+        'error: flag --eval_image_size=3e19: not a whole number; give one %s '
+        '(--helpfull lists the flags)' % IMAGE_SIZE_RANGE]),
+])
+def test_an_eval_image_size_beyond_int32_counts_exits_2_naming_the_range(
+    digits_dir, tmp_path, flag, lines):
+  checkpoint = str(tmp_path / 'none')
+  result = run_script(
+      'eval_image_classifier.py', '--dataset_name=digits',
+      '--dataset_dir=%s' % digits_dir, '--model_name=lenet', flag,
+      '--checkpoint_path=%s' % checkpoint,
+      '--eval_dir=%s' % (tmp_path / 'eval'), timeout=120)
+  assert result.returncode == 2, result.stdout[-3000:]
+  assert 'Traceback' not in result.stdout
+  assert error_lines(result.stdout) == [line.replace('CKPT', checkpoint)
+                                        for line in lines]
+  assert os.listdir(str(tmp_path)) == []

@@ -174,6 +174,32 @@ def test_native_filter_drops_the_onednn_notice_of_avx512_cpus():
   assert output == (other + b'kept\n').decode()
 
 
+# The image check that training and eval run on every image, after the
+# import: where oneDNN is on, an int64 op of the kinds it has kernels for
+# (a Transpose, before) has TensorFlow print a notice about oneDNN's int64
+# support once per process.
+IMAGE_CHECK_PROGRAM = '''
+from tf2_compat import quiet
+quiet.import_tensorflow()
+import numpy as np
+import tensorflow as tf
+from datasets import image_check
+with tf.Graph().as_default() as graph:
+  png = tf.image.encode_png(np.zeros([3, 5, 1], np.uint8))
+  size = image_check.header_size(png)
+with tf.compat.v1.Session(graph=graph) as session:
+  print('size', session.run(size))
+'''
+
+
+def test_the_image_check_makes_no_onednn_notice():
+  # TF_ENABLE_ONEDNN_OPTS=1, as oneDNN is by default on CPUs with AVX-512.
+  result = _run_python(['-c', IMAGE_CHECK_PROGRAM], timeout=60,
+                       env={'TF_ENABLE_ONEDNN_OPTS': '1'})
+  assert result.returncode == 0, result.stdout
+  assert result.stdout == 'size [3 5]\n'
+
+
 def test_native_filter_is_off_when_the_user_asks_for_everything(monkeypatch):
   monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '0')
   with quiet.native_stderr_filtered() as filtered:

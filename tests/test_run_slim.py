@@ -11,7 +11,7 @@ import pytest
 from tf2_compat import contrib_stubs
 from tf2_compat import run_slim
 from tf2_compat.slim_compat import tf
-from tests.script_runner import REPO, script_env
+from tests.script_runner import REPO, run_script, script_env
 
 TF1_PROGRAM = os.path.join(REPO, 'tests', 'tf1_program')
 
@@ -379,6 +379,44 @@ def test_tf1_a_removed_call_is_one_line_with_the_programs_call_site(
       'error: %s:4: tensorflow.contrib.quantize.create_training_graph() was '
       'removed in TF 2.x; %s\n' % (tmp_path / 'lib' / 'quantized.py',
                                     contrib_stubs.MODULE_ADVICE['quantize']))
+
+
+# In a dataset.map function, which TensorFlow traces: autograph raises its
+# own error of 20 lines and more for the one raised there.
+TRACED_PROGRAM = """\
+import tensorflow as tf
+
+def parse(record):
+  return %s
+
+dataset = tf.data.Dataset.range(3).map(parse)
+print('mapped')
+"""
+
+
+@pytest.mark.parametrize('runner_options, use, status, message', [
+    (['--tf1'], 'tf.contrib.image.rotate(record, 1.0)', 1,
+     'tensorflow.contrib.image.rotate() was removed in TF 2.x; '
+     'TensorFlow Addons had it as tfa.image.rotate (Addons is no longer '
+     'maintained)'),
+    (['--tf1'], 'isinstance(record, tf.contrib.rnn.LSTMBlockCell)', 2,
+     'tensorflow.contrib.rnn.LSTMBlockCell was removed in TF 2.x, so it '
+     'cannot be given to isinstance(); use tf.compat.v1.nn.rnn_cell, or '
+     'tf.keras.layers (LSTM, GRU, RNN)'),
+    ([], 'tf.image.resize_bilinear(record, [2, 2])', 2,
+     'tf.image.resize_bilinear is TF 1.x API, which TF 2.21 does not have; '
+     'run the program with --tf1: python -m tf2_compat.run_slim --tf1 '
+     '{path}'),
+], ids=['removed_call', 'removed_value', 'tf1_name'])
+def test_an_error_in_a_traced_function_is_one_line_with_its_call_site(
+    tmp_path, runner_options, use, status, message):
+  path = tmp_path / 'program.py'
+  path.write_text(TRACED_PROGRAM % use)
+  result = run_script(os.path.join('tf2_compat', 'run_slim.py'),
+                      *runner_options, str(path))
+  assert result.returncode == status, result.stdout
+  assert result.stdout == 'error: %s:4: %s\n' % (
+      path, message.format(path=path))
 
 
 def test_a_tf1_name_without_tf1_is_one_line_saying_to_add_it(tmp_path):

@@ -303,13 +303,17 @@ def test_tf_slim_is_patched_only_inside_synchronized_blocks():
           slim_layers._fused_batch_norm) == originals  # pylint: disable=protected-access
 
 
-@pytest.mark.parametrize('shape,dtype,fused', [
-    ((5, 3, 3, 2), np.float32, True), ((6, 4), np.float32, False),
-    ((5, 3, 3, 2), np.float64, False)])
-def test_a_group_of_one_equals_plain_batch_norm(shape, dtype, fused):
+@pytest.mark.parametrize('shape,dtype,fused,data_format', [
+    ((5, 3, 3, 2), np.float32, True, 'NHWC'),
+    ((6, 4), np.float32, False, 'NHWC'),
+    ((5, 3, 3, 2), np.float64, False, 'NHWC'),
+    ((5, 2, 3, 3), np.float32, False, 'NCHW')])
+def test_a_group_of_one_equals_plain_batch_norm(shape, dtype, fused,
+                                                data_format):
   """Conv inputs take the fused kernel given the all-reduced statistics;
-  2-D inputs and dtypes the kernel does not take (float64) the layer's
-  unfused path. Both equal tf-slim's batch norm:
+  2-D inputs, channels first (statistics over axes 0, 2 and 3) and dtypes
+  the kernel does not take (float64) the layer's unfused path. Both equal
+  tf-slim's batch norm:
   outputs, the gradients of the input, beta and gamma, the moving
   averages after one update."""
   from deployment import collectives  # pylint: disable=g-import-not-at-top
@@ -321,7 +325,8 @@ def test_a_group_of_one_equals_plain_batch_norm(shape, dtype, fused):
   for name, synced in (('plain', False), ('synced', True)):
     with tf.Graph().as_default() as g:
       x = tf.constant(values)
-      kwargs = dict(is_training=True, scale=True, decay=0.5, scope='bn')
+      kwargs = dict(is_training=True, scale=True, decay=0.5, scope='bn',
+                    data_format=data_format)
       if synced:
         y = sync_batch_norm.batch_norm(x, collectives.CollectiveGroup(1), 0,
                                        **kwargs)

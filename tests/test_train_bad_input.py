@@ -271,8 +271,9 @@ PARSE_ERRORS = {
     'unknown flag': ('--nosuch_flag=1',
                      "error: Unknown command line flag 'nosuch_flag'"),
     'not an integer': ('--batch_size=abc',
-                       'error: flag --batch_size=abc: invalid literal for '
-                       "int() with base 10: 'abc'"),
+                       'error: flag --batch_size=abc: not a whole number; '
+                       'give one from 1 to 2147483647 (examples per clone; '
+                       "TensorFlow's int32 shapes hold no larger batch)"),
     'missing flagfile': ('--flagfile=/nonexistent/train.flags',
                          'error: Unable to open flagfile: [Errno 2] No such '
                          "file or directory: '/nonexistent/train.flags'"),

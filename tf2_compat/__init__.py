@@ -10,7 +10,9 @@ Every other package imports `tf` and `slim` from here:
   * `run_slim`: `python -m tf2_compat.run_slim SCRIPT.py` runs an existing
     Slim program unchanged; `contrib_stubs` (with `contrib_hparams`,
     `contrib_opt`, `contrib_data` and `contrib_tfprof`, the contrib pieces
-    TF 2.x has no home for), `tf1_imports` and `program_tree` serve it.
+    TF 2.x has no home for), `tf1_imports`, `program_tree` and
+    `traced_errors` (the error a traced function raised, under
+    autograph's) serve it.
   * `op_errors`: a TensorFlow op error cut to its reason, on one line.
   * `patching`: how the fixes wrap a library's functions in place and put
     them back.

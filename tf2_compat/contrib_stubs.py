@@ -18,9 +18,14 @@ train_image_classifier.py imports `tensorflow.contrib.quantize` for
     `training.python.training.*`, ...) give the same tf-slim modules and
     names;
   - `keras` is tf-keras;
-  - `data` and `lookup` are core TF's `tf.compat.v1.data` (and its
-    `experimental`) and lookup tables (`HashTable`,
-    `index_table_from_tensor`, ...), which TF 1.x's contrib re-exported;
+  - `data`, `lookup` and `rnn` are core TF's `tf.compat.v1.data` (and its
+    `experimental`), lookup tables (`HashTable`,
+    `index_table_from_tensor`, ...) and RNN cells and wrappers
+    (`DropoutWrapper`, ...), which TF 1.x's contrib re-exported;
+  - a name reached through a module below its family
+    (`layers.summaries.summarize_tensor`, `rnn.python.ops.rnn_cell.LSTMCell`)
+    is what the family's name is, by every rule here: TF 1.x's families
+    re-exported their modules' names;
   - a name that TensorFlow's own upgrade tables (`tf_upgrade_v2`) rename,
     where the rename is all the tool changes in a call and the new name
     exists on this TensorFlow, is the renamed object
@@ -40,11 +45,13 @@ train_image_classifier.py imports `tensorflow.contrib.quantize` for
         tensorflow.contrib.quantize.create_training_graph() was removed in
         TF 2.x; build the network quantization-aware instead: (...)
     and `RemovedNameUsedError` when used as a value (compared, given to
-    isinstance, converted to a number or a tensor, ...). It is false in a
-    truth test: `if tf.contrib.X:` is feature detection, and TF 2.x does
-    not have X. The replacement named comes from NAME_ADVICE, else from
-    TensorFlow's own upgrade tables (`tf_upgrade_v2`) when the name they
-    give still exists, else from the module's entry in MODULE_ADVICE.
+    isinstance, converted to a number or a tensor, ...). A feature test
+    (`if tf.contrib.X:`, `is None`, `callable`, `__name__`) answers as
+    TF 1.x's class or function did, so the program takes TF 1.x's branch
+    and stops at the first real use there, not silently down another.
+    The replacement named comes from NAME_ADVICE, else from TensorFlow's
+    own upgrade tables (`tf_upgrade_v2`) when the name they give still
+    exists, else from the module's entry in MODULE_ADVICE.
 
 It changes nothing for code that does not import `tensorflow.contrib`:
 the import finder answers only for names under `tensorflow.contrib`, and
@@ -115,6 +122,11 @@ SOURCES = {
              'tensorflow.compat.v1.data.experimental'),
     'lookup': ('tensorflow.compat.v1.lookup',
                'tensorflow.python.ops.lookup_ops'),
+    # TF 1.x's contrib.rnn re-exported core's cells and wrappers: as
+    # programs see them (tf-keras's legacy cells; an import of the module
+    # tensorflow.compat.v1.nn.rnn_cell gives TensorFlow's own copy). With
+    # Keras 3 there are none, and they are Removed.
+    'rnn': ('tensorflow.compat.v1:nn.rnn_cell',),
 }
 
 # Contrib names that are the very same object in TF 2.21
@@ -138,18 +150,12 @@ REPLACEMENTS = {
     'framework.smart_cond': 'tensorflow.python.framework.smart_cond:smart_cond',
     'framework.strip_name_scope':
         'tensorflow.python.framework.ops:strip_name_scope',
-    # tf-keras's class, as programs see it (an import of the module
-    # tensorflow.compat.v1.nn.rnn_cell gives TensorFlow's own copy); with
-    # Keras 3 there is none, and it is Removed.
-    'rnn.LSTMStateTuple': 'tensorflow.compat.v1:nn.rnn_cell.LSTMStateTuple',
 }
 
 # Contrib names TF 2.x has no home for that TF 1.x programs use most (see
 # docs/migration.md's survey), written again with their TF 1.x behaviour.
-_HPARAMS = 'tf2_compat.contrib_hparams:HParams'
 HOMELESS = {
-    'training.HParams': _HPARAMS,
-    'training.python.training.hparam.HParams': _HPARAMS,
+    'training.HParams': 'tf2_compat.contrib_hparams:HParams',
     'opt.MovingAverageOptimizer':
         'tf2_compat.contrib_opt:MovingAverageOptimizer',
     'data.batch_and_drop_remainder':
@@ -244,6 +250,18 @@ def _alias_of(relative):
   return None
 
 
+def source_module(source):
+  """The module a SOURCES entry names: 'package.module', or
+  'module:attribute' for one TensorFlow loads lazily (see patching.resolve);
+  None where this TensorFlow lacks it."""
+  try:
+    if ':' in source:
+      return patching.resolve(source)
+    return importlib.import_module(source)
+  except (AttributeError, ImportError):  # Keras 3 has no rnn cells.
+    return None
+
+
 def _leads_to_a_module(relative):
   """Whether tf.contrib.<relative> is a module of these stubs."""
   return bool(_alias_of(relative)) or any(
@@ -324,6 +342,27 @@ def advice(relative):
           or MODULE_ADVICE.get(module, DEFAULT_ADVICE))
 
 
+def _as_its_family_has_it(relative):
+  """A name of a module below a contrib family, as the family has it; else
+  Removed.
+
+  TF 1.x's families re-exported the names of their modules, so programs
+  reach one name by several paths: `layers.summaries.summarize_tensor`,
+  `layers.python.layers.summaries.summarize_tensor` and
+  `layers.summarize_tensor` are one function, `rnn.python.ops.rnn_cell.
+  LSTMCell` is `rnn.LSTMCell`. What the family gives for the name (tf-slim's,
+  core TF's, TensorFlow's rename, the rewritten one) is what every path
+  gives; a Removed keeps the path the program wrote, for its message.
+  """
+  family, _, path = relative.partition('.')
+  if '.' in path:
+    value = getattr(importlib.import_module('%s.%s' % (PACKAGE, family)),
+                    relative.rsplit('.', 1)[1])
+    if not isinstance(value, (Removed, types.ModuleType)):
+      return value
+  return Removed(relative)
+
+
 class Removed:
   """A contrib name TF 2.x does not have.
 
@@ -332,8 +371,11 @@ class Removed:
   given to isinstance, converted to a number, an array or a tensor,
   iterated, or an attribute of a class or constant read) raises
   RemovedNameUsedError at once, where TF 2.x would otherwise fail later,
-  far from the name, or not at all. A truth test is False: `if
-  tf.contrib.X:` picks the program's branch for a TensorFlow without X.
+  far from the name, or not at all. What a program tests a name with
+  before it uses it answers as TF 1.x's class or function did: true in a
+  truth test, not None, callable, `__name__` its last part. `if
+  tf.contrib.X:` takes TF 1.x's branch, and the use of X in it stops the
+  program with RemovedInTF2Error, rather than a silent other branch.
   An attribute of a lowercase name is another Removed: it may be a module
   (`tf.contrib.tfprof.model_analyzer.print_model_analysis`).
   """
@@ -359,14 +401,18 @@ class Removed:
     raise RemovedInTF2Error(self.message)
 
   def __bool__(self):
-    return False
+    return True  # Not __len__'s refusal: a class or function is true.
+
+  @property
+  def __name__(self):
+    return self._relative.split('.')[-1]
 
   def __getattr__(self, name):
     if name.startswith('__'):
       raise AttributeError(name)  # Python's and libraries' protocol probes.
     if name.startswith('_') or not self._relative.split('.')[-1].islower():
       raise self.used_as_a_value('read (.%s)' % name)
-    return Removed('%s.%s' % (self._relative, name))
+    return _as_its_family_has_it('%s.%s' % (self._relative, name))
 
   def __repr__(self):
     return '<removed in TF 2.x: %s.%s>' % (PACKAGE, self._relative)
@@ -422,7 +468,7 @@ class ContribModule(types.ModuleType):
     # Names before submodules: contrib's packages re-exported their
     # modules' names ('framework.python.ops.arg_scope' is the function).
     for source in SOURCES.get(_relative(self.__name__), ()):
-      value = getattr(importlib.import_module(source), name, None)
+      value = getattr(source_module(source), name, None)
       if value is not None and not isinstance(value, types.ModuleType):
         return value
     if self.__name__ == PACKAGE or _leads_to_a_module(relative):
@@ -437,7 +483,7 @@ class ContribModule(types.ModuleType):
       return renamed
     if relative in HOMELESS:
       return patching.resolve(HOMELESS[relative])
-    return Removed(relative)
+    return _as_its_family_has_it(relative)
 
 
 class _Loader(importlib.abc.Loader):

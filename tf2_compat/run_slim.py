@@ -45,9 +45,10 @@ calls `tf.compat.v1.disable_eager_execution()` before the script.
 Exit status: the script's own. When the script cannot run, or uses
 something TF 2.x removed, one line `error: ...` on stderr and status 2
 (no such file, syntax error, bad option, a TF 1.x name without `--tf1`, a
-removed contrib name used as a value) or 1 (removed call). Any other
-exception prints the script's traceback, without this runner's frames, and
-exits 1.
+removed contrib name used as a value) or 1 (removed call), naming the
+program's line, in a function TensorFlow traces (a `dataset.map` function)
+as anywhere else. Any other exception prints the script's traceback,
+without this runner's frames, and exits 1.
 """
 
 import os
@@ -57,6 +58,7 @@ import traceback
 import types
 
 from tf2_compat import program_tree
+from tf2_compat import traced_errors
 
 USAGE = ('usage: python -m tf2_compat.run_slim [--tf1] '
          '[--disable_eager_execution] SCRIPT.py [SCRIPT FLAGS...]')
@@ -147,12 +149,13 @@ def _script_frames(tb, path):
   return None
 
 
-def _call_site(tb, tree):
-  """'file:line' of the innermost frame of the program (None if none)."""
+def _call_site(error, tree):
+  """'file:line' of the innermost frame of the program that `error` passed,
+  in a traced function too (None if none)."""
   site = None
-  for frame in traceback.extract_tb(tb):
-    if tree.contains(frame.filename):
-      site = '%s:%d' % (frame.filename, frame.lineno)
+  for filename, lineno in traced_errors.frames(error):
+    if tree.contains(filename):
+      site = '%s:%d' % (filename, lineno)
   return site
 
 
@@ -181,8 +184,10 @@ def _report(error, tree, path, args):
   """The `error: ...` line and exit status for `error`, or None."""
   # pylint: disable=g-import-not-at-top
   from tf2_compat import contrib_stubs
-  site = _call_site(error.__traceback__, tree)
+  site = _call_site(error, tree)
   where = '%s: ' % site if site else ''
+  # A dataset.map function's error comes as autograph's error of 20 lines.
+  error = traced_errors.raised(error)
   if isinstance(error, contrib_stubs.RemovedNameUsedError):
     return 'error: %s%s' % (where, error), EXIT_CANNOT_RUN
   if isinstance(error, contrib_stubs.RemovedInTF2Error):

@@ -9,6 +9,7 @@ run it. Importing this module defines them once; each script also calls
 from absl import flags
 
 from datasets import image_check
+from training import flag_checks
 
 flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
 flags.DEFINE_integer('num_clones', 1, 'Number of model clones to deploy.')
@@ -46,8 +47,9 @@ def define_split_and_batch(dataset_split_name, batch_size):
   evaluate."""
   flags.DEFINE_string('dataset_split_name', dataset_split_name,
                       'The split to read.')
-  flags.DEFINE_integer('batch_size', batch_size,
-                       'Examples per clone per step.')
+  flag_checks.DEFINE_whole_number('batch_size', batch_size,
+                                  'Examples per clone per step.',
+                                  flag_checks.SHARED_RANGES)
 
 
 FLAGS = flags.FLAGS

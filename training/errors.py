@@ -9,6 +9,10 @@
                      again, a full or read-only disk (exit 2, as bad
                      input: the launcher never restarts a task that
                      exits 2).
+  NonFiniteGradients the gradient stayed not finite: every update skipped
+                     by the loss scale, or a compressed all-reduce
+                     overflowed (exit 2, as LastingFailure: a restart
+                     would meet it again); train_dir is left as it was.
   TrainingDiverged   the loss or the weights became NaN (exit 3); the last
                      good checkpoint is kept.
 """
@@ -33,6 +37,12 @@ class LastingFailure(ScriptError):
   """A failure during the run that a restart would meet again (a full or
   read-only disk); exits 2 like bad input, so nothing restarts into it."""
   exit_code = 2
+
+
+class NonFiniteGradients(LastingFailure):
+  """Training stopped because its gradient stayed not finite: the loss
+  scale skipped every update, or the float16 all-reduce overflowed; the
+  line says which and what to change."""
 
 
 class TrainingDiverged(ScriptError):

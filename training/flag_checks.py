@@ -8,11 +8,37 @@ EVAL_RANGES, EXPORT_RANGES).
 
 import math
 
+from absl import flags
+
 from deployment import argument_checks
 
+# The largest count many TensorFlow kernels and the shapes the networks
+# write (tf.reshape(net, [batch_size, -1])) hold: an int32's.
+MAX_INT32 = 2**31 - 1
+# One image of a side of s pixels and 3 channels holds 3 s**2 values: at
+# most 26754 pixels a side keeps them an int32 count.
+MAX_IMAGE_SIZE = math.isqrt(MAX_INT32 // 3)
+# The batch is a dimension of those int32 shapes.
+MAX_BATCH_SIZE = MAX_INT32
+
+
+def _size_ranges(flag, unit, maximum, why):
+  """The rules of a size flag: >= 1, and at most `maximum`, for `why`."""
+  return ((flag, lambda v: v >= 1, '>= 1 (%s)' % unit),
+          (flag, lambda v: v <= maximum,
+           'from 1 to %d (%s; %s)' % (maximum, unit, why)))
+
+
+def _image_size_ranges(flag):
+  return _size_ranges(flag, 'pixels', MAX_IMAGE_SIZE,
+                      'a larger 3-channel image holds 2**31 values or more, '
+                      'beyond TensorFlow\'s int32 counts')
+
+
 # (flag, condition on its value, what the value must be); see check_ranges.
-SHARED_RANGES = (
-    ('batch_size', lambda v: v >= 1, '>= 1 (examples per clone)'),
+SHARED_RANGES = _size_ranges(
+    'batch_size', 'examples per clone', MAX_BATCH_SIZE,
+    'TensorFlow\'s int32 shapes hold no larger batch') + (
     ('num_clones', lambda v: v >= 1, '>= 1'),
     ('labels_offset', lambda v: v >= 0, '>= 0'),
     ('num_preprocessing_threads', lambda v: v >= 1, '>= 1'),
@@ -33,7 +59,7 @@ TRAIN_RANGES = SHARED_RANGES + (
     ('moving_average_decay', lambda v: 0 < v < 1, 'in (0, 1)'),
     ('batch_norm_decay', lambda v: 0 < v < 1,
      'in (0, 1) (unset: the network\'s own)'),
-    ('train_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
+) + _image_size_ranges('train_image_size') + (
     ('num_readers', lambda v: v >= 1, '>= 1'),
     ('log_every_n_steps', lambda v: v >= 1, '>= 1'),
     ('save_interval_secs', lambda v: v >= 0,
@@ -55,21 +81,50 @@ TRAIN_RANGES = SHARED_RANGES + (
 
 EVAL_RANGES = SHARED_RANGES + (
     ('max_num_batches', lambda v: v >= 1, '>= 1 (unset: the whole split)'),
-    ('eval_image_size', lambda v: v >= 1, '>= 1 (pixels)'),
-)
+) + _image_size_ranges('eval_image_size')
 
-EXPORT_RANGES = SHARED_RANGES + (
-    ('image_size', lambda v: v >= 1, '>= 1 (pixels)'),
+EXPORT_RANGES = SHARED_RANGES + _image_size_ranges('image_size') + (
     ('saved_model_version', lambda v: v >= 1, '>= 1'),
     ('representative_images', lambda v: v >= 1, '>= 1'),
     ('num_frames', lambda v: v >= 1, '>= 1'),
 )
 
 
+class _WholeNumberParser(flags.IntegerParser):
+  """absl's parser of an integer flag, whose refusal of any other text
+  ('3e19') gives the range of the flag's rule in `ranges`."""
+
+  def __init__(self, flag, ranges):
+    super().__init__()
+    self._requirement = [requirement for name, _, requirement in ranges
+                         if name == flag][-1]
+
+  def convert(self, argument):
+    try:
+      return super().convert(argument)
+    except ValueError:
+      raise ValueError('not a whole number; give one %s'
+                       % self._requirement) from None
+
+
+def DEFINE_whole_number(name, default, help_text, ranges):  # pylint: disable=invalid-name
+  """flags.DEFINE_integer, whose refusal of a value that is no whole number
+  ('3e19') names the range of the flag's rule in `ranges`:
+
+    flag_checks.DEFINE_whole_number('image_size', None, 'The side of the '
+                                    'input images.', flag_checks.EXPORT_RANGES)
+  """
+  flags.DEFINE(_WholeNumberParser(name, ranges), name, default, help_text)
+
+
 def check_numbers(f, ranges, problems):
-  """check_finite, then check_ranges: every number flag a script reads."""
+  """check_finite, then check_ranges: every number flag a script reads.
+
+  Returns:
+    The names of the flags out of range, as check_ranges.
+  """
   check_finite(f, problems)
-  check_ranges(f, ranges, problems)
+  return check_ranges(f, ranges, problems)
 
 
 def check_finite(f, problems):
@@ -109,10 +164,18 @@ def check_ranges(f, ranges, problems):
 
   A flag left at None passes: None means unset for optional flags. So does
   a non-finite float, which check_finite reports.
+
+  Returns:
+    The set of the names of the flags out of range: what is built from
+    them (an image of --image_size) is not.
   """
+  refused = set()
   for name, condition, requirement in ranges:
     value = getattr(f, name)
     if isinstance(value, float) and not math.isfinite(value):
       continue
-    problems.check(value is None or condition(value),
-                   '--%s must be %s, got %s' % (name, requirement, value))
+    if not problems.check(value is None or condition(value),
+                          '--%s must be %s, got %s' % (name, requirement,
+                                                       value)):
+      refused.add(name)
+  return refused

@@ -26,6 +26,7 @@ from absl import flags
 
 from deployment import collectives
 from training import common_flags
+from training import flag_checks
 
 # Deployment.
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
@@ -139,8 +140,9 @@ flags.DEFINE_integer('replicas_to_aggregate', 1,
 
 # Dataset and model.
 common_flags.define_split_and_batch('train', 32)
-flags.DEFINE_integer('train_image_size', None,
-                     'Train image size; None: the network default.')
+flag_checks.DEFINE_whole_number(
+    'train_image_size', None, 'Train image size; None: the network default.',
+    flag_checks.TRAIN_RANGES)
 flags.DEFINE_integer('max_number_of_steps', None,
                      'The maximum number of training steps.')
 

@@ -1,5 +1,5 @@
-"""Session hooks of the training loop: progress log, NaN and checkpoint
-guards."""
+"""Session hooks of the training loop: progress log, NaN, skipped-update
+and checkpoint guards."""
 
 import os
 import time
@@ -7,8 +7,11 @@ import time
 import numpy as np
 
 from clusters import script_contract
+from deployment import collectives
+from deployment import precision
 from tf2_compat.slim_compat import tf
 from training import failed_saves
+from training.errors import NonFiniteGradients
 
 
 class NonFiniteWeightsError(RuntimeError):
@@ -234,9 +237,11 @@ class NanTensorHook(tf.train.NanTensorHook):
     super().__init__(loss, fail_on_nan_loss=True)
     self._history = history
     self._global_step = None
+    self._overflowed = None
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
+    self._overflowed = compression_overflowed()
 
   def after_run(self, run_context, run_values):
     loss = run_values.results
@@ -244,8 +249,111 @@ class NanTensorHook(tf.train.NanTensorHook):
       self._history.add_loss(loss)
     if np.isnan(loss):
       # The step this run reached, as a checkpoint of it would be named.
-      step = run_context.session.run(self._global_step)
-      raise NanLossError(step, self._history)
+      values = run_context.session.run(
+          {'step': self._global_step, 'overflowed': self._overflowed}
+          if self._overflowed is not None else {'step': self._global_step})
+      if values.get('overflowed'):
+        raise NonFiniteGradients(compression_overflow_line(values['step']))
+      raise NanLossError(values['step'], self._history)
+
+
+_COMPRESSION_FIX = (
+    "Use --gradient_compression=bf16 (float32's range in 16 bits) or "
+    '--gradient_compression=none and run again: it resumes from the latest '
+    'checkpoint.')
+_COMPRESSION_OVERFLOW = (
+    'the all-reduce of the gradients, compressed to float16 by '
+    '--gradient_compression=fp16, overflowed (a gradient averaged over the '
+    "workers was beyond float16's largest value, 65504)")
+
+
+def compression_overflowed():
+  """A boolean tensor: whether the latest compressed all-reduce of finite
+  gradients overflowed float16 (deployment/collectives.py). None without
+  such an all-reduce, or with a loss scale: that skips the update of an
+  overflow, and SkippedUpdatesHook reports a run of them."""
+  if tf.get_collection(precision.LOSS_SCALE_VARIABLES):
+    return None
+  return _any_overflow()
+
+
+def _any_overflow():
+  """Whether any compressed all-reduce's flag is set, or None."""
+  flags = tf.get_collection(collectives.COMPRESSION_OVERFLOWED)
+  if not flags:
+    return None
+  return tf.reduce_any([tf.convert_to_tensor(flag) for flag in flags])
+
+
+def compression_overflow_line(step):
+  """The error line of an overflow whose update reached the weights."""
+  return ('training stopped at step %d: %s, and its update made the weights '
+          'NaN or infinite; no checkpoint holds them. The learning rate is '
+          'not the cause. %s' % (step, _COMPRESSION_OVERFLOW,
+                                 _COMPRESSION_FIX))
+
+
+class SkippedUpdatesHook(tf.train.SessionRunHook):
+  """Stops a run whose dynamic loss scale skips every update, raising
+  NonFiniteGradients with the reason and the fix.
+
+  A skipped update leaves the weights and the global step as they were
+  and halves the loss scale: a gradient that is never finite would make
+  the run log the same step for ever. deployment/precision.py's LossScale
+  counts the updates skipped in a row at its minimum scale; at
+  SKIPS_AT_MINIMUM_TO_STOP this stops the run, before the checkpoint hooks
+  see the step (see session_hooks), so no checkpoint is written at the
+  stop. The reason is the compressed all-reduce when the latest one of
+  finite gradients overflowed (deployment/collectives.py), else float16
+  itself.
+
+  The count is fetched with each step, read at a point the step's update
+  is not ordered with, so it may be one update behind; only when it is one
+  short of the bound is it read again after the step. The run stops at the
+  same update every time, and costs nothing before.
+  """
+
+  def __init__(self):
+    self._fetches = None
+    self._streak = None
+
+  def begin(self):
+    scales = tf.get_collection(precision.LOSS_SCALE_VARIABLES)
+    # The most negative finite_steps: the longest streak of skips.
+    self._streak = tf.reduce_min(tf.stack(scales[1::2]))
+    self._fetches = {'finite_steps': self._streak,
+                     'step': tf.train.get_global_step()}
+    overflowed = _any_overflow()
+    if overflowed is not None:
+      self._fetches['overflowed'] = overflowed
+
+  def before_run(self, run_context):
+    return tf.train.SessionRunArgs(self._streak)
+
+  def after_run(self, run_context, run_values):
+    bound = precision.SKIPS_AT_MINIMUM_TO_STOP
+    if precision.skips_at_minimum(run_values.results) < bound - 1:
+      return
+    values = run_context.session.run(self._fetches)
+    if precision.skips_at_minimum(values['finite_steps']) < bound:
+      return
+    if values.get('overflowed'):
+      reason = ('%s, and the loss scale cannot help: the gradients are '
+                'unscaled before the all-reduce. %s'
+                % (_COMPRESSION_OVERFLOW, _COMPRESSION_FIX))
+    else:
+      reason = (
+          'the gradient was not finite even at loss scale %g (halved to its '
+          'minimum, then %d updates in a row skipped there too): float16 '
+          'overflows whatever the scale. Train with '
+          "--precision=mixed_bfloat16 (float32's range) or --precision="
+          'float32, or look for inf or NaN in the input data, and run again: '
+          'it resumes from the latest checkpoint.'
+          % (precision.MINIMUM_SCALE, bound))
+    raise NonFiniteGradients(
+        'training stopped at step %d: every update was skipped, the weights '
+        'are those of the last finite one and no checkpoint is written at '
+        'the stop; %s' % (values['step'], reason))
 
 
 class FiniteWeightsGuard(tf.train.CheckpointSaverListener):
@@ -269,6 +377,9 @@ class FiniteWeightsGuard(tf.train.CheckpointSaverListener):
     self._fetches = {}
     if checks:
       self._fetches['all_finite'] = tf.reduce_all(tf.stack(checks))
+    overflowed = compression_overflowed()
+    if overflowed is not None:
+      self._fetches['overflowed'] = overflowed
     if history is not None and history.weights:
       # float32 each: mixed precision mixes float16 and float32 weights.
       self._fetches['max_weight'] = tf.reduce_max(tf.stack(
@@ -279,6 +390,8 @@ class FiniteWeightsGuard(tf.train.CheckpointSaverListener):
 
   def before_save(self, session, global_step_value):
     values = session.run(self._fetches) if self._fetches else {}
+    if not values.get('all_finite', True) and values.get('overflowed'):
+      raise NonFiniteGradients(compression_overflow_line(global_step_value))
     if not values.get('all_finite', True):
       raise NonFiniteWeightsError(
           'weights became NaN or infinite at step %d (that checkpoint was '
@@ -299,9 +412,11 @@ def session_hooks(total_loss, is_chief, chief_hooks, hooks, history=None):
   saver writes its final checkpoint). The NaN-loss hook therefore comes
   first: on a step whose loss is NaN it raises before the checkpoint and
   summary hooks see that step, and on other steps it records the loss
-  before a save records the checkpoint. The chief's hooks are passed here
-  rather than as MonitoredTrainingSession's `chief_only_hooks`, which runs
-  them before all others. Weights that became non-finite while the loss
+  before a save records the checkpoint. With a loss scale,
+  SkippedUpdatesHook follows it, so that a run stopped for skipping every
+  update writes no checkpoint of that step either. The chief's hooks are
+  passed here rather than as MonitoredTrainingSession's
+  `chief_only_hooks`, which runs them before all others. Weights that became non-finite while the loss
   was still finite are kept out of checkpoints by FiniteWeightsGuard.
 
   Args:
@@ -315,4 +430,7 @@ def session_hooks(total_loss, is_chief, chief_hooks, hooks, history=None):
     The list of hooks to pass as MonitoredTrainingSession's `hooks`.
   """
   nan_hook = NanTensorHook(total_loss, history if is_chief else None)
-  return [nan_hook] + (list(chief_hooks) if is_chief else []) + list(hooks)
+  guards = [nan_hook]
+  if tf.get_collection(precision.LOSS_SCALE_VARIABLES):
+    guards.append(SkippedUpdatesHook())
+  return guards + (list(chief_hooks) if is_chief else []) + list(hooks)

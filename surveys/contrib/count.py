@@ -29,8 +29,9 @@ Rules (see sources.md for the rationale):
     NOT counted as a call site;
   * canonical names: everything under tf.contrib.slim (and tensorflow.contrib
     .slim.*, e.g. slim.nets) collapses to the single name `tf.contrib.slim`;
-    internal paths `tf.contrib.<fam>.python.<mod...>.X` collapse to
-    `tf.contrib.<fam>.X`; a dotted chain is cut after its first
+    dotted submodule paths (`tf.contrib.<fam>.python.<mod...>.X`,
+    `tf.contrib.layers.summaries.X`) are names of their own, as the program
+    wrote them (through aliases too); a dotted chain is cut after its first
     Capitalised segment (tf.contrib.learn.ModeKeys.TRAIN ->
     tf.contrib.learn.ModeKeys); a bare family reference (e.g. passing
     `tf.contrib.layers` around) is reported as `tf.contrib.<fam>`.
@@ -95,22 +96,13 @@ def canonical(parts):
     parts = [p for p in parts if p]
     if not parts:
         return 'tf.contrib'
-    fam = parts[0]
-    if fam == 'slim':
+    if parts[0] == 'slim':
         return 'tf.contrib.slim'
-    rest = parts[1:]
-    if 'python' in rest:
-        # tf.contrib.fam.python.ops.mod.X -> tf.contrib.fam.X ; when the chain
-        # ends in the module itself we keep only the family.
-        i = rest.index('python')
-        tail = rest[i + 1:]
-        # drop module path segments (lowercase) except the last identifier
-        # if it is clearly a symbol (handled by the caller passing the full
-        # chain: module-only chains end up as the family).
-        rest = tail[-1:] if tail else []
-        rest = rest if rest and rest[0][:1].isupper() else rest
-    out = [fam]
-    for seg in rest:
+    # A dotted submodule path (tf.contrib.layers.summaries.X,
+    # tf.contrib.framework.python.ops.X) is a name of its own: a program
+    # reaches the name through that path, and the path has to resolve.
+    out = []
+    for seg in parts:
         out.append(seg)
         if seg[:1].isupper():
             break
@@ -132,31 +124,15 @@ TF_ALIAS_RE = re.compile(
     re.M)
 
 
-PKG_LIKE = {'ops', 'python', 'learn', 'utils', 'training', 'layers',
-            'framework', 'estimators', 'data', 'tpu', 'lib', 'metrics',
-            'losses', 'rnn', 'core', 'kernels'}
-
-
 def internal_module_import(mod_parts, name):
     """`from tensorflow.contrib.<mod_parts> import name` -> target parts.
 
-    Without importing TF we cannot know whether `name` is a module or a
-    symbol.  Heuristic for internal paths (containing `.python`): a
-    lower-case name imported from a package-like path (ends in ops/, learn/,
-    training/ ...) may be a module or a function: a use `name.attr` is read
-    as the module (-> tf.contrib.<family>.attr), a bare use `name(...)` /
-    `@name` as the function (-> tf.contrib.<family>.name); anything else is
-    a symbol -> tf.contrib.<family>.<name>.
+    The path is kept whole: whether `name` is a module or a symbol, a use
+    `name.attr` is the path `<mod_parts>.name.attr`.
     """
     mp = [p for p in mod_parts if p]
     if mp and mp[0] == 'slim':
         return ['slim']
-    if 'python' in mp:
-        fam = mp[0]
-        if name[:1].islower() and mp[-1] in PKG_LIKE:
-            # module or function: decided at each use (see count_file)
-            return ['?', fam, name]
-        return [fam, name]
     return mp + [name]
 
 
@@ -190,8 +166,6 @@ def parse_aliases(code, tfnames):
             mp = mod_parts
             if mp and mp[0] == 'slim':
                 mp = ['slim']
-            elif 'python' in mp:
-                mp = [mp[0]]
             aliases[m.group(2)] = mp
         spans.append((m.start(), m.end()))
     # simple assignments:  NAME = tf.contrib.x.y   (whole statement)
@@ -215,10 +189,7 @@ def parse_aliases(code, tfnames):
                 if new in aliases or new in tfnames:
                     continue
                 tail = split_chain(m.group(2)[1:]) if m.group(2) else []
-                base = aliases[name]
-                if base and base[0] == '?':
-                    base = base[1:2] if tail else base[1:3]
-                aliases[new] = base + tail
+                aliases[new] = aliases[name] + tail
                 # the right-hand side `alias.attr` is itself counted as a
                 # use of `alias`; later uses of `new` count as well.
                 changed = True
@@ -269,16 +240,11 @@ def count_file(path):
             if re.search(r'(def|class)\s+$', before):
                 continue
             tail = split_chain(m.group(1).replace(' ', '')[1:]) if m.group(1) else []
-            if target and target[0] == '?':
-                base = target[1:2] if tail else target[1:3]
-                counts[canonical(base + tail)] += 1
-            else:
-                counts[canonical(target + tail)] += 1
+            counts[canonical(target + tail)] += 1
         # a module-level `NAME = tf.contrib.x.y` that is never used later
         # still references the name once: count the binding itself.
         if alias in assigned and sum(counts.values()) == before_total:
-            t = target[1:3] if target and target[0] == '?' else target
-            counts[canonical(t)] += 1
+            counts[canonical(target)] += 1
     return counts
 
 

@@ -2,7 +2,9 @@
 
 The failed save exits 2 (a restart would meet the same full disk), names
 the reason, keeps the previous checkpoint the latest and leaves no
-temporary file; once the disk has room, the same command resumes.
+temporary file; once the disk has room, the same command resumes. An
+export to a full disk exits 2 too, with one line, leaving nothing of its
+artifact and the disk's other files as they were.
 """
 
 import os
@@ -70,3 +72,35 @@ def test_a_full_disk_exits_2_without_temporary_files_then_resumes(
   assert 'Restoring parameters from %s' % step_0 in result.stdout
   assert tf.train.latest_checkpoint(train_dir) == os.path.join(
       train_dir, 'model.ckpt-3')
+
+
+EXPORT = 'export_inference_graph.py'
+# LeNet's weights take 13 MB, frozen into the graph or in the SavedModel's
+# variables: with 10 MB of the disk taken, neither fits.
+FILLER_BYTES = 10 << 20
+
+
+@pytest.mark.parametrize('flag, value, path', [
+    ('output_file', 'out/lenet.pb', 'out/lenet.pb'),
+    ('saved_model_dir', 'out/serving', 'out/serving/1'),
+])
+def test_an_export_to_a_full_disk_exits_2_leaving_nothing(
+    disk, digits_dir, tmp_path, flag, value, path):
+  train_dir = str(tmp_path / 'train')
+  result = run_script(TRAIN, *_flags(digits_dir, train_dir, 1))
+  assert result.returncode == 0, result.stdout[-3000:]
+  filler = os.path.join(disk, 'filler')
+  with open(filler, 'wb') as f:
+    f.write(b'\1' * FILLER_BYTES)
+  result = run_script(EXPORT, '--model_name=lenet', '--dataset_name=digits',
+                      '--checkpoint_path=%s' % train_dir,
+                      '--%s=%s' % (flag, os.path.join(disk, value)))
+  assert result.returncode == 2, result.stdout[-3000:]
+  assert 'Traceback' not in result.stdout
+  assert error_lines(result.stdout) == [
+      'error: writing --%s=%s failed (No space left on device); nothing was '
+      'left of it. Free space or give a path on a writable disk with room, '
+      'then export again' % (flag, os.path.join(disk, path))]
+  assert os.listdir(disk) == ['filler']
+  with open(filler, 'rb') as f:
+    assert f.read() == b'\1' * FILLER_BYTES
