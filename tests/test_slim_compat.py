@@ -1,11 +1,14 @@
 """tf-slim 1.1.0 works on TF 2.21 through tf2_compat.slim_compat."""
 
 import importlib
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests.script_runner import REPO
+from tests.script_runner import script_env
 from tf2_compat import slim_compat
 from tf2_compat.slim_compat import slim, tf
 
@@ -250,3 +253,26 @@ def test_identity_equality_leaves_eager_comparison_alone():
   with slim_compat.identity_equality():
     assert _equality_enabled()
     assert bool(tf.reduce_all(tf.constant([1, 2]) == tf.constant([1, 2])))
+
+
+# What a fresh process has after importing slim, then after the one loss
+# of tf-slim that uses scikit-learn is built.
+SKLEARN_PROGRAM = '''
+import sys
+from tf2_compat.slim_compat import slim
+learning = slim.losses.metric_learning
+print('sklearn imported:', 'sklearn' in sys.modules, learning.HAS_SKLEARN)
+print('rand score:', learning.metrics.adjusted_rand_score([0, 0, 1], [1, 1, 0]))
+print('sklearn imported:', 'sklearn' in sys.modules)
+'''
+
+
+def test_slim_imports_scikit_learn_only_for_the_loss_that_uses_it():
+  result = subprocess.run(
+      [sys.executable, '-c', SKLEARN_PROGRAM], cwd=REPO, env=script_env(),
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=120, check=False)
+  assert result.returncode == 0, result.stdout
+  assert result.stdout.splitlines() == [
+      'sklearn imported: False True', 'rand score: 1.0',
+      'sklearn imported: True']
