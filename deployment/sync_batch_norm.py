@@ -190,7 +190,9 @@ def _moments(x, axes, keep_dims, sum_over, name):
           sum_over(tf.concat([d_sums, d_squares], 0), name=name + '/gradient'),
           2)
       if not broadcasts:
-        kept = tf.shape(tf.reduce_sum(x, axes, keepdims=True))
+        # x's shape with its reduced axes 1.
+        kept = tf.where_v2([axis in axes for axis in range(rank)], 1,
+                           tf.shape(x))
         d_sums = tf.reshape(d_sums, kept)
         d_squares = tf.reshape(d_squares, kept)
       else:
