@@ -68,9 +68,9 @@ def master_weights_getter(getter, name, *args, dtype=None, **kwargs):
   return getter(name, *args, dtype=dtype, **kwargs)
 
 
-# The graph collection of every LossScale's variables (scale, then
-# finite_steps), where training/hooks.py finds them.
-LOSS_SCALE_VARIABLES = 'loss_scale_variables'
+# The graph collection of every LossScale's `finite_steps`, where
+# training/hooks.py finds them.
+LOSS_SCALE_STREAKS = 'loss_scale_finite_steps'
 
 MINIMUM_SCALE = 1.0
 
@@ -112,8 +112,7 @@ class LossScale:
       self.finite_steps = tf.get_variable(
           'finite_steps', initializer=tf.constant(0, tf.int64),
           trainable=False)
-    for variable in (self.scale, self.finite_steps):
-      tf.add_to_collection(LOSS_SCALE_VARIABLES, variable)
+    tf.add_to_collection(LOSS_SCALE_STREAKS, self.finite_steps)
 
   def scaled(self, loss):
     return loss * tf.cast(self.scale, loss.dtype)

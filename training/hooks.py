@@ -272,7 +272,7 @@ def compression_overflowed():
   gradients overflowed float16 (deployment/collectives.py). None without
   such an all-reduce, or with a loss scale: that skips the update of an
   overflow, and SkippedUpdatesHook reports a run of them."""
-  if tf.get_collection(precision.LOSS_SCALE_VARIABLES):
+  if tf.get_collection(precision.LOSS_SCALE_STREAKS):
     return None
   return _any_overflow()
 
@@ -318,9 +318,9 @@ class SkippedUpdatesHook(tf.train.SessionRunHook):
     self._streak = None
 
   def begin(self):
-    scales = tf.get_collection(precision.LOSS_SCALE_VARIABLES)
     # The most negative finite_steps: the longest streak of skips.
-    self._streak = tf.reduce_min(tf.stack(scales[1::2]))
+    self._streak = tf.reduce_min(tf.stack(
+        tf.get_collection(precision.LOSS_SCALE_STREAKS)))
     self._fetches = {'finite_steps': self._streak,
                      'step': tf.train.get_global_step()}
     overflowed = _any_overflow()
@@ -431,6 +431,6 @@ def session_hooks(total_loss, is_chief, chief_hooks, hooks, history=None):
   """
   nan_hook = NanTensorHook(total_loss, history if is_chief else None)
   guards = [nan_hook]
-  if tf.get_collection(precision.LOSS_SCALE_VARIABLES):
+  if tf.get_collection(precision.LOSS_SCALE_STREAKS):
     guards.append(SkippedUpdatesHook())
   return guards + (list(chief_hooks) if is_chief else []) + list(hooks)
